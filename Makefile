@@ -1,0 +1,41 @@
+# statectl: `make demo` and `make test` are the whole set-up on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEMO_SAVEPOINT := tests/fixtures/hashmap_canonical_files/savepoint
+DEMO_OUT := .cache/demo/rescaled-p3
+
+.PHONY: setup demo test test-fast lint format bench clean
+
+setup: $(STAMP)
+
+# Re-installs only when the project's dependencies change.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/statectl inspect $(DEMO_SAVEPOINT)
+
+test: setup flink-jars
+	$(PY) -m pytest
+
+# Unit tests only: no JVM, no Spark.
+test-fast: setup
+	$(PY) -m pytest -m "not flink and not spark and not cluster"
+
+lint: setup
+	$(VENV)/bin/ruff check statectl tests
+	$(VENV)/bin/ruff format --check statectl tests
+
+format: setup
+	$(VENV)/bin/ruff format statectl tests
+	$(VENV)/bin/ruff check --fix statectl tests
+
+clean:
+	rm -rf .cache/demo .pytest_cache
+
+include tests/flink/flink.mk

@@ -1,0 +1,3 @@
+from statectl.cli.main import main
+
+main()

@@ -1,0 +1,45 @@
+"""`statectl inspect`: what is in a savepoint, as rich tables or one JSON document."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from statectl.cli import output
+from statectl.cli.options import StorageOptions, parse_storage_options
+from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.summary import summarize
+
+
+def inspect(
+    path: Annotated[
+        str, typer.Argument(help="Savepoint directory or its _metadata file (path or URL).")
+    ],
+    json_output: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document to stdout.")
+    ] = False,
+    operator: Annotated[
+        str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
+    ] = None,
+    deep: Annotated[
+        bool, typer.Option("--deep", help="Walk every key-group block and count entries per state.")
+    ] = False,
+    storage_option: StorageOptions = None,
+) -> None:
+    """Show operators, states, key-group ranges and bytes per subtask.
+
+    Examples:
+
+      statectl inspect ./savepoint-1a2b3c-0123456789ab
+
+      statectl inspect s3://bucket/savepoints/sp-1/_metadata --operator my-uid --deep
+
+      statectl inspect ./sp --json | jq '.operators[] | {uid, parallelism}'
+    """
+    savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    summary = summarize(savepoint, operator=operator, deep=deep)
+    if json_output:
+        output.print_json(output.summary_to_json(summary))
+    else:
+        output.print_summary(summary)

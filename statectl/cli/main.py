@@ -1,0 +1,77 @@
+"""The `statectl` command: global options, error reporting and the sub-commands.
+
+Errors are one line on stderr (`statectl: error: <file>: <what is wrong>`) with exit code 1;
+usage errors exit 2 (click's convention); `--debug` shows the traceback instead.
+Sub-command modules import heavy dependencies (pyspark) lazily so `--help` stays fast.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from statectl import __version__
+from statectl.cli import inspect_cmd
+from statectl.errors import StatectlError
+
+app = typer.Typer(
+    name="statectl",
+    help=(
+        "Inspect, rescale and migrate Apache Flink savepoints without a JVM.\n\n"
+        "Examples:\n\n"
+        "  statectl inspect s3://bucket/savepoints/savepoint-1a2b3c-0123456789ab\n\n"
+        "  statectl inspect ./savepoint --json | jq '.operators[].uid'\n\n"
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode="rich",
+)
+
+_debug = False
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"statectl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _global_options(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    global _debug
+    _debug = debug
+
+
+app.command("inspect", no_args_is_help=True)(inspect_cmd.inspect)
+
+
+def report_error(message: str) -> None:
+    print(f"statectl: error: {message}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        app(args=argv, prog_name="statectl")
+    except StatectlError as exc:
+        if _debug:
+            raise
+        report_error(str(exc).replace("\n", " "))
+        sys.exit(1)
+    except KeyboardInterrupt:
+        report_error("interrupted")
+        sys.exit(130)
+    except Exception as exc:  # a bug, not bad input: still one line unless --debug
+        if _debug:
+            raise
+        report_error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+        sys.exit(1)

@@ -1,0 +1,145 @@
+"""Java `DataInput`/`DataOutput` primitives: big-endian integers and modified UTF-8.
+
+Mirrors `java.io.DataOutputStream` and Flink's `DataOutputViewStreamWrapper`
+(flink-savepoint-format.md §1). Readers raise `FormatError` with the byte offset
+when the input ends early, so a truncated file never surfaces as an IndexError.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from statectl.errors import FormatError
+
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+def decode_modified_utf8(data: bytes) -> str:
+    """Java's modified UTF-8: `C0 80` is NUL, supplementary characters are surrogate pairs."""
+    try:
+        cesu = bytes(data).replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+        return cesu.encode("utf-16-be", "surrogatepass").decode("utf-16-be")
+    except UnicodeError as exc:
+        raise FormatError(f"invalid modified UTF-8 string: {exc.reason}") from None
+
+
+def encode_modified_utf8(text: str) -> bytes:
+    """Inverse of `decode_modified_utf8`: NUL as `C0 80`, each surrogate as 3 bytes."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    out = bytearray()
+    for i in range(0, len(units), 2):
+        unit = (units[i] << 8) | units[i + 1]
+        if 0 < unit < 0x80:
+            out.append(unit)
+        elif unit < 0x800:
+            out += bytes((0xC0 | (unit >> 6), 0x80 | (unit & 0x3F)))
+        else:
+            out += bytes((0xE0 | (unit >> 12), 0x80 | ((unit >> 6) & 0x3F), 0x80 | (unit & 0x3F)))
+    return bytes(out)
+
+
+class DataReader:
+    """Sequential big-endian reader over an in-memory buffer."""
+
+    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0) -> None:
+        self._data = memoryview(data)
+        self.pos = pos
+
+    @property
+    def size(self) -> int:
+        return len(self._data)
+
+    def remaining(self) -> int:
+        return len(self._data) - self.pos
+
+    def at_end(self) -> bool:
+        return self.pos >= len(self._data)
+
+    def _take(self, count: int) -> memoryview:
+        if count < 0:
+            raise FormatError(f"negative length {count} at offset {self.pos}")
+        end = self.pos + count
+        if end > len(self._data):
+            raise FormatError(
+                f"truncated: needs {count} bytes at offset {self.pos}, only {self.remaining()} left"
+            )
+        view = self._data[self.pos : end]
+        self.pos = end
+        return view
+
+    def read_bytes(self, count: int) -> bytes:
+        return bytes(self._take(count))
+
+    def read_u8(self) -> int:
+        return self._take(1)[0]
+
+    def read_bool(self) -> bool:
+        return self._take(1)[0] != 0
+
+    def read_i16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def read_u16(self) -> int:
+        return _U16.unpack(self._take(2))[0]
+
+    def read_i32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def read_i64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def read_utf(self) -> str:
+        start = self.pos
+        length = self.read_u16()
+        try:
+            return decode_modified_utf8(self._take(length))
+        except FormatError as exc:
+            raise FormatError(f"{exc.message} at offset {start}") from None
+
+    def read_rest(self) -> bytes:
+        return self.read_bytes(self.remaining())
+
+
+class DataWriter:
+    """Big-endian writer into a growing buffer; `getvalue()` returns the bytes."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    @property
+    def pos(self) -> int:
+        return len(self._buf)
+
+    def getvalue(self) -> bytes:
+        return bytes(self._buf)
+
+    def write_bytes(self, data: bytes | bytearray | memoryview) -> None:
+        self._buf += data
+
+    def write_u8(self, value: int) -> None:
+        self._buf.append(value & 0xFF)
+
+    def write_bool(self, value: bool) -> None:
+        self._buf.append(1 if value else 0)
+
+    def write_i16(self, value: int) -> None:
+        self._buf += _I16.pack(value)
+
+    def write_u16(self, value: int) -> None:
+        self._buf += _U16.pack(value)
+
+    def write_i32(self, value: int) -> None:
+        self._buf += _I32.pack(value)
+
+    def write_i64(self, value: int) -> None:
+        self._buf += _I64.pack(value)
+
+    def write_utf(self, text: str) -> None:
+        encoded = encode_modified_utf8(text)
+        if len(encoded) > 0xFFFF:
+            raise FormatError(f"string of {len(encoded)} encoded bytes is too long for writeUTF")
+        self.write_u16(len(encoded))
+        self._buf += encoded

@@ -1,0 +1,346 @@
+"""Planning a rescale in pure Python: which bytes of which old file each new file is made of.
+
+The plan reads only `_metadata` and the small serializer-proxy headers; executing it
+(`statectl.rescale.execute`) copies key-group blocks and list elements as bytes.
+Keyed state follows spec §4.7 (one file per new subtask, blocks copied in key-group order);
+operator state follows §3.6 via `operator_state_plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from statectl.errors import StatectlError, UnsupportedError
+from statectl.formats import keyed_blocks, operator_state, state_headers
+from statectl.formats.handles import (
+    DistributionMode,
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
+from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.rescale.key_groups import check_parallelism, key_group_range
+from statectl.rescale.operator_state_plan import StateAssignment, assign_operator_state
+from statectl.savepoint.model import Savepoint, StateStream, describe_operator
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRun:
+    """Consecutive key-group blocks of one old file, copied as one byte range.
+
+    `offsets` are (key group, offset in the old stream) of the non-empty key groups in the run.
+    `state_id_map` is set when the old file's header numbers states differently from the new one.
+    """
+
+    source: StateStream
+    start: int
+    end: int
+    offsets: tuple[tuple[int, int], ...]
+    state_id_map: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedTarget:
+    key_groups: tuple[int, int]
+    header: bytes
+    compressed: bool
+    runs: tuple[BlockRun, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.header) + sum(run.size for run in self.runs)
+
+
+@dataclass(frozen=True, slots=True)
+class ElementSpan:
+    source: StateStream
+    start: int
+    end: int
+    compressed: bool  # element is a run of Snappy chunks, written out decompressed
+
+
+@dataclass(frozen=True, slots=True)
+class StateShare:
+    name: str
+    mode: DistributionMode
+    elements: tuple[ElementSpan, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorTarget:
+    header: bytes  # compression flag cleared: elements are written uncompressed
+    states: tuple[StateShare, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.header) + sum(e.end - e.start for s in self.states for e in s.elements)
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskTarget:
+    """What one Spark task writes: a new subtask's keyed file and operator-state file."""
+
+    operator_id: str
+    index: int
+    keyed: KeyedTarget | None
+    operator: OperatorTarget | None
+
+    @property
+    def file_prefix(self) -> str:
+        return f"{self.operator_id}-{self.index:05d}"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorPlan:
+    operator: OperatorState
+    new_parallelism: int
+    targets: tuple[SubtaskTarget, ...] | None  # None: carried over as it is
+
+    @property
+    def rescaled(self) -> bool:
+        return self.targets is not None
+
+
+@dataclass(frozen=True, slots=True)
+class RescalePlan:
+    source: Savepoint
+    operators: tuple[OperatorPlan, ...]
+
+
+def plan_rescale(
+    sp: Savepoint, parallelism: int | None, overrides: Mapping[str, int] | None = None
+) -> RescalePlan:
+    """New parallelism per stateful operator: `overrides` (uid or id → N), else `parallelism`."""
+    wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
+    plans = []
+    for op in sp.operators:
+        new_parallelism = wanted.get(op.operator_id, parallelism)
+        if new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
+            plans.append(OperatorPlan(op, op.parallelism, None))
+        else:
+            plans.append(plan_operator(sp, op, new_parallelism))
+    return RescalePlan(sp, tuple(plans))
+
+
+def has_state(op: OperatorState) -> bool:
+    return any(
+        s.managed_keyed_state
+        or s.managed_operator_state
+        or s.raw_keyed_state
+        or s.raw_operator_state
+        for s in op.subtasks or ()
+    )
+
+
+def plan_operator(sp: Savepoint, op: OperatorState, new_parallelism: int) -> OperatorPlan:
+    where = describe_operator(op)
+    try:
+        check_parallelism(op.max_parallelism, new_parallelism)
+    except StatectlError as exc:
+        raise StatectlError(f"operator {where}: {exc.message}", sp.directory.url) from None
+    subtasks = _subtasks_by_index(op, where)
+    _refuse_unsupported(subtasks, where)
+    keyed = _plan_keyed(sp, op, subtasks, new_parallelism)
+    operator = _plan_operator_state(sp, subtasks, new_parallelism)
+    targets = tuple(
+        SubtaskTarget(
+            op.operator_id_hex, i, keyed[i] if keyed else None, operator[i] if operator else None
+        )
+        for i in range(new_parallelism)
+    )
+    return OperatorPlan(op, new_parallelism, targets)
+
+
+def _subtasks_by_index(op: OperatorState, where: str) -> list[SubtaskState | None]:
+    by_index: list[SubtaskState | None] = [None] * op.parallelism
+    for subtask in op.subtasks or ():
+        if not 0 <= subtask.index < op.parallelism:
+            raise StatectlError(f"operator {where}: subtask index {subtask.index} out of range")
+        by_index[subtask.index] = None if subtask.finished else subtask
+    return by_index
+
+
+def _refuse_unsupported(subtasks: Sequence[SubtaskState | None], where: str) -> None:
+    for subtask in subtasks:
+        if subtask is None:
+            continue
+        if subtask.raw_keyed_state or subtask.raw_operator_state:
+            raise UnsupportedError(f"operator {where} has raw state, which statectl cannot rescale")
+        keyed = subtask.managed_keyed_state
+        if isinstance(keyed, IncrementalKeyedHandle):
+            raise UnsupportedError(
+                f"operator {where} has RocksDB native state; take a CANONICAL savepoint instead"
+            )
+        if keyed is not None and not isinstance(keyed, KeyGroupsHandle):
+            raise UnsupportedError(
+                f"operator {where} has {type(keyed).__name__} keyed state (changelog), "
+                "which statectl cannot rescale; take a CANONICAL savepoint instead"
+            )
+
+
+# --- keyed state -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _OldKeyedFile:
+    handle: KeyGroupsHandle
+    stream: StateStream
+    header: bytes
+
+
+def _plan_keyed(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[KeyedTarget] | None:
+    old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
+    if not old_files:
+        return None
+    header, id_maps = _common_header(old_files, describe_operator(op))
+    compressed = state_headers.parse_keyed_header(header).compressed
+    spans = [_spans(f) for f in old_files]
+    targets = []
+    for index in range(new_parallelism):
+        first, last = key_group_range(op.max_parallelism, new_parallelism, index)
+        runs = []
+        for old, old_spans, id_map in zip(old_files, spans, id_maps, strict=True):
+            wanted = [span for span in old_spans if first <= span.key_group <= last]
+            runs.extend(_runs(old.stream, wanted, id_map))
+        targets.append(KeyedTarget((first, last), header, compressed, tuple(runs)))
+    return targets
+
+
+def _old_keyed_file(sp: Savepoint, subtask: SubtaskState) -> _OldKeyedFile:
+    handle = subtask.managed_keyed_state
+    assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
+    stream = sp.stream(handle.delegate)
+    try:
+        length = keyed_blocks.header_length(handle.offsets, stream.size)
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
+    return _OldKeyedFile(handle, stream, stream.read(0, length))
+
+
+def _spans(old: _OldKeyedFile) -> list[keyed_blocks.BlockSpan]:
+    try:
+        return keyed_blocks.block_spans(
+            old.handle.start_key_group, old.handle.offsets, old.stream.size
+        )
+    except StatectlError as exc:
+        raise exc.with_source(old.stream.description) from None
+
+
+def _runs(
+    stream: StateStream,
+    spans: list[keyed_blocks.BlockSpan],
+    id_map: tuple[tuple[int, int], ...] | None,
+) -> list[BlockRun]:
+    """Group adjacent blocks into byte ranges (Flink writes them back to back)."""
+    runs: list[BlockRun] = []
+    group: list[keyed_blocks.BlockSpan] = []
+    for span in spans:
+        if group and span.start != group[-1].end:
+            runs.append(_run(stream, group, id_map))
+            group = []
+        group.append(span)
+    if group:
+        runs.append(_run(stream, group, id_map))
+    return runs
+
+
+def _run(
+    stream: StateStream,
+    group: list[keyed_blocks.BlockSpan],
+    id_map: tuple[tuple[int, int], ...] | None,
+) -> BlockRun:
+    offsets = tuple((s.key_group, s.start) for s in group)
+    return BlockRun(stream, group[0].start, group[-1].end, offsets, id_map)
+
+
+def _common_header(
+    old_files: list[_OldKeyedFile], where: str
+) -> tuple[bytes, list[tuple[tuple[int, int], ...] | None]]:
+    """One header for all new files; state ids remapped by name where old headers differ."""
+    first = old_files[0].header
+    if all(f.header == first for f in old_files):
+        return first, [None] * len(old_files)
+    parsed = [state_headers.parse_keyed_header(f.header) for f in old_files]
+    widest = max(range(len(parsed)), key=lambda i: len(parsed[i].states))
+    target_ids = {s.name: i for i, s in enumerate(parsed[widest].states)}
+    id_maps: list[tuple[tuple[int, int], ...] | None] = []
+    for header in parsed:
+        if (
+            header.key_serializer != parsed[widest].key_serializer
+            or header.compressed != parsed[widest].compressed
+        ):
+            raise UnsupportedError(
+                f"operator {where}: subtasks disagree on key serializer or compression"
+            )
+        missing = [s.name for s in header.states if s.name not in target_ids]
+        if missing:
+            raise UnsupportedError(
+                f"operator {where}: subtasks registered different keyed states "
+                f"({', '.join(missing)}); statectl cannot merge their headers"
+            )
+        id_maps.append(tuple((i, target_ids[s.name]) for i, s in enumerate(header.states)))
+    identity = [None if all(a == b for a, b in m) else m for m in id_maps]
+    return old_files[widest].header, identity
+
+
+# --- operator state ----------------------------------------------------------------------
+
+
+def _plan_operator_state(
+    sp: Savepoint, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[OperatorTarget] | None:
+    handles = [s.managed_operator_state if s else None for s in subtasks]
+    present = [h for h in handles if h is not None]
+    if not present:
+        return None
+    files = [_OldOperatorFile.read(sp, h) if h else None for h in handles]
+    header = next(f.header for f in files if f is not None)
+    assignments = assign_operator_state(handles, new_parallelism)
+    return [OperatorTarget(header, _shares(share, files)) for share in assignments]
+
+
+@dataclass(frozen=True, slots=True)
+class _OldOperatorFile:
+    stream: StateStream
+    header: bytes  # compression flag cleared
+    elements: dict[str, list[tuple[int, int]]]
+    compressed: bool
+
+    @staticmethod
+    def read(sp: Savepoint, handle: OperatorStateHandle) -> _OldOperatorFile:
+        assert handle.delegate is not None
+        stream = sp.stream(handle.delegate)
+        try:
+            layout = operator_state.file_layout(
+                handle.states, stream.size, stream.read(0, min(stream.size, _HEADER_PROBE))
+            )
+            header = stream.read(0, layout.header_length)
+            header = state_headers.set_operator_header_compression(header, False)
+        except StatectlError as exc:
+            raise exc.with_source(stream.description) from None
+        return _OldOperatorFile(stream, header, layout.elements, layout.compressed)
+
+
+_HEADER_PROBE = 1 << 20
+
+
+def _shares(
+    share: list[StateAssignment], files: list[_OldOperatorFile | None]
+) -> tuple[StateShare, ...]:
+    result = []
+    for state in share:
+        elements = []
+        for source in state.sources:
+            old = files[source.old_subtask]
+            assert old is not None
+            spans = old.elements[state.name][source.first : source.first + source.count]
+            elements.extend(ElementSpan(old.stream, a, b, old.compressed) for a, b in spans)
+        result.append(StateShare(state.name, state.mode, tuple(elements)))
+    return tuple(result)

@@ -1,0 +1,122 @@
+"""A savepoint on some filesystem: its `_metadata`, its operators, and the bytes behind handles.
+
+The byte-level records (operators, subtasks, handles) are the dataclasses of
+`statectl.formats.metadata` / `statectl.formats.handles`; this module binds them to a
+location so handles resolve to readable streams (flink-savepoint-format.md §2.10).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import mmh3
+
+from statectl.errors import SavepointError, StatectlError, UnsupportedError
+from statectl.formats.handles import (
+    ByteStreamHandle,
+    EmptySegmentFileHandle,
+    FileHandle,
+    KeyGroupsHandle,
+    RelativeFileHandle,
+    SegmentFileHandle,
+    StreamHandle,
+)
+from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.savepoint.storage import Location, locate
+
+METADATA_FILE = "_metadata"
+_HEX_ID = re.compile(r"^[0-9a-fA-F]{32}$")
+
+
+def operator_id_for_uid(uid: str) -> bytes:
+    """Flink's operator id of a uid: murmur3_128 (seed 0) over its UTF-8 bytes (§6.6)."""
+    return mmh3.hash_bytes(uid.encode("utf-8"), 0, x64arch=True)
+
+
+@dataclass(frozen=True)
+class StateStream:
+    """The bytes behind one stream handle: inline in `_metadata`, or a range of a file."""
+
+    description: str
+    size: int
+    inline: bytes | None = None
+    location: Location | None = None
+    start: int = 0  # where the stream begins inside `location` (file-merging segments)
+
+    def read(self, start: int = 0, end: int | None = None) -> bytes:
+        end = self.size if end is None else end
+        if not 0 <= start <= end <= self.size:
+            raise SavepointError(
+                f"range [{start}, {end}) is outside {self.size} bytes", self.description
+            )
+        if self.inline is not None:
+            return self.inline[start:end]
+        assert self.location is not None
+        data = self.location.read_bytes(self.start + start, self.start + end)
+        if len(data) != end - start:
+            raise SavepointError(
+                f"file is shorter than its handle says ({self.size} bytes)", self.description
+            )
+        return data
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    """A parsed savepoint (or retained checkpoint) and where it lives."""
+
+    directory: Location
+    metadata: CheckpointMetadata
+    storage_options: dict[str, Any] | None = None
+
+    @property
+    def metadata_location(self) -> Location:
+        return self.directory.child(METADATA_FILE)
+
+    @property
+    def operators(self) -> tuple[OperatorState, ...]:
+        return self.metadata.operators
+
+    def find_operator(self, name: str) -> OperatorState:
+        """The operator named by uid or by 32-hex operator id; an unknown name lists the known."""
+        wanted = bytes.fromhex(name) if _HEX_ID.match(name) else operator_id_for_uid(name)
+        for op in self.operators:
+            if op.operator_id == wanted or (op.uid is not None and op.uid == name):
+                return op
+        known = ", ".join(describe_operator(op) for op in self.operators)
+        raise StatectlError(
+            f"unknown operator {name!r}; known operators: {known}", self.directory.url
+        )
+
+    def stream(self, handle: StreamHandle) -> StateStream:
+        """Resolve a stream handle to its bytes (§2.9.1, §2.10)."""
+        match handle:
+            case ByteStreamHandle(_, data):
+                return StateStream(f"{self.metadata_location.url} (inline state)", len(data), data)
+            case RelativeFileHandle(path, size):
+                return StateStream(
+                    self.directory.child(path).url, size, None, self.directory.child(path)
+                )
+            case FileHandle(path, size):
+                location = locate(path, self.storage_options)
+                return StateStream(location.url, size, None, location)
+            case SegmentFileHandle(start, size, _, physical_path, _):
+                location = locate(physical_path, self.storage_options)
+                return StateStream(location.url, size, None, location, start)
+            case EmptySegmentFileHandle():
+                return StateStream("empty file-merging segment", 0, b"")
+            case KeyGroupsHandle(delegate=delegate) if delegate is not None:
+                return self.stream(delegate)
+        raise UnsupportedError(f"cannot read state handle {handle!r}", self.metadata_location.url)
+
+    def subtasks(self, op: OperatorState) -> Iterator[SubtaskState]:
+        """Subtasks with state (finished subtasks carry none)."""
+        for subtask in op.subtasks or ():
+            if not subtask.finished:
+                yield subtask
+
+
+def describe_operator(op: OperatorState) -> str:
+    return f"{op.uid} ({op.operator_id_hex})" if op.uid else op.operator_id_hex

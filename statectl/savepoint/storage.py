@@ -1,0 +1,93 @@
+"""Paths and URLs through fsspec: local paths, `file://`, `s3://`, `gs://`, `memory://`, ….
+
+Flink writes Hadoop/Presto flavoured URIs (`s3a://`, `s3p://`) and bare `file:/x` into
+`_metadata`; `to_fsspec_url` maps them to what fsspec understands, for reading only.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+from statectl.errors import SavepointError
+
+_SCHEME_ALIASES = {"s3a": "s3", "s3p": "s3", "s3n": "s3", "oss": "oss", "wasbs": "abfs"}
+
+
+def to_fsspec_url(uri: str) -> str:
+    """Map a URI from `_metadata` (Hadoop style) to an fsspec URL."""
+    scheme, sep, rest = uri.partition(":")
+    if not sep or len(scheme) < 2:  # a plain path (or a Windows drive letter)
+        return uri
+    scheme = _SCHEME_ALIASES.get(scheme.lower(), scheme.lower())
+    if scheme == "file" and not rest.startswith("//"):
+        return "file://" + rest  # Flink's `file:/tmp/x`
+    return f"{scheme}:{rest}"
+
+
+@dataclass(frozen=True)
+class Location:
+    """A file or folder on some filesystem: the fsspec filesystem and the path inside it."""
+
+    fs: fsspec.AbstractFileSystem
+    path: str
+    url: str = field(compare=False)
+
+    @property
+    def is_local(self) -> bool:
+        protocol = self.fs.protocol
+        protocols = (protocol,) if isinstance(protocol, str) else protocol
+        return "file" in protocols or "local" in protocols
+
+    def child(self, name: str) -> Location:
+        return Location(self.fs, posixpath.join(self.path, name), _join_url(self.url, name))
+
+    @property
+    def parent(self) -> Location:
+        return Location(self.fs, posixpath.dirname(self.path.rstrip("/")), _parent_url(self.url))
+
+    @property
+    def name(self) -> str:
+        return posixpath.basename(self.path.rstrip("/"))
+
+    def exists(self) -> bool:
+        return bool(self.fs.exists(self.path))
+
+    def size(self) -> int:
+        try:
+            return int(self.fs.size(self.path))
+        except FileNotFoundError:
+            raise SavepointError("file not found", self.url) from None
+
+    def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
+        try:
+            if start is None and end is None:
+                return self.fs.cat_file(self.path)
+            return self.fs.cat_file(self.path, start=start, end=end)
+        except FileNotFoundError:
+            raise SavepointError("file not found", self.url) from None
+        except IsADirectoryError:
+            raise SavepointError("is a directory, not a file", self.url) from None
+
+
+def _join_url(url: str, name: str) -> str:
+    return url.rstrip("/") + "/" + name
+
+
+def _parent_url(url: str) -> str:
+    head, _, _ = url.rstrip("/").rpartition("/")
+    return head or url
+
+
+def locate(url: str, storage_options: dict[str, Any] | None = None) -> Location:
+    """Resolve a user-given path or URL (or a URI from `_metadata`) to a Location."""
+    fs_url = to_fsspec_url(url)
+    try:
+        fs, path = url_to_fs(fs_url, **(storage_options or {}))
+    except (ImportError, ValueError) as exc:
+        raise SavepointError(f"cannot open this location: {exc}", url) from None
+    return Location(fs, path, url)
