@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from statectl import __version__
-from statectl.cli import inspect_cmd
+from statectl.cli import inspect_cmd, rescale_cmd
 from statectl.errors import StatectlError
 
 app = typer.Typer(
@@ -53,6 +53,7 @@ def _global_options(
 
 
 app.command("inspect", no_args_is_help=True)(inspect_cmd.inspect)
+app.command("rescale", no_args_is_help=True)(rescale_cmd.rescale)
 
 
 def report_error(message: str) -> None:

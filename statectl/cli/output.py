@@ -4,12 +4,24 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from statectl.savepoint.summary import OperatorSummary, SavepointSummary
+
+if TYPE_CHECKING:
+    from statectl.rescale.job import RescaleReport
+    from statectl.rescale.plan import OperatorPlan, RescalePlan
 
 stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)
@@ -133,3 +145,141 @@ def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
             human_bytes(s.operator_bytes),
         )
     stdout.print(subtasks)
+
+
+# --- rescale -----------------------------------------------------------------------------
+
+
+class TaskProgress:
+    """Task progress on stderr: a rich bar on a terminal, a few plain lines in a CI log."""
+
+    def __init__(self, what: str, enabled: bool = True) -> None:
+        self.what = what
+        self.enabled = enabled
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._last_plain = -1
+
+    def __enter__(self) -> TaskProgress:
+        if self.enabled and stderr.is_terminal:
+            self._progress = Progress(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                console=stderr,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task(f"{self.what}: files", total=None)
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=done, total=total)
+        elif self.enabled and done == total and self._last_plain != done:
+            self._last_plain = done
+            print(f"statectl: {self.what}: {done}/{total} files written", file=sys.stderr)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+def plan_to_json(plan: RescalePlan) -> dict[str, Any]:
+    return {
+        "source": plan.source.directory.url,
+        "operators": [_operator_plan_json(p) for p in plan.operators],
+    }
+
+
+def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
+    op = plan.operator
+    entry: dict[str, Any] = {
+        "id": op.operator_id_hex,
+        "uid": op.uid,
+        "old_parallelism": op.parallelism,
+        "new_parallelism": plan.new_parallelism,
+        "rescaled": plan.rescaled,
+        "subtasks": [],
+    }
+    for target in plan.targets or ():
+        keyed = target.keyed
+        entry["subtasks"].append(
+            {
+                "index": target.index,
+                "key_groups": list(keyed.key_groups) if keyed else None,
+                "keyed_sources": [
+                    {"file": run.source.description, "start": run.start, "end": run.end}
+                    for run in (keyed.runs if keyed else ())
+                ],
+                "keyed_bytes": keyed.size if keyed else 0,
+                "operator_state": {
+                    share.name: {"mode": share.mode.name, "elements": len(share.elements)}
+                    for share in (target.operator.states if target.operator else ())
+                },
+                "operator_bytes": target.operator.size if target.operator else 0,
+            }
+        )
+    return entry
+
+
+def print_plan(plan: RescalePlan) -> None:
+    stdout.print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
+    for entry in plan_to_json(plan)["operators"]:
+        name = entry["uid"] or entry["id"]
+        change = f"{entry['old_parallelism']} → {entry['new_parallelism']}"
+        if not entry["rescaled"]:
+            stdout.print(f"{name}: parallelism {entry['old_parallelism']}, carried over")
+            continue
+        table = Table(title=f"{name}: parallelism {change}", title_justify="left")
+        for column in ("subtask", "key groups", "keyed sources", "operator state"):
+            table.add_column(column)
+        table.add_column("bytes", justify="right")
+        for sub in entry["subtasks"]:
+            key_groups = "{}–{}".format(*sub["key_groups"]) if sub["key_groups"] else "-"
+            sources = "\n".join(
+                f"{s['file'].rsplit('/', 1)[-1]} [{s['start']}, {s['end']})"
+                for s in sub["keyed_sources"]
+            )
+            states = "\n".join(
+                f"{n} ({v['mode']}): {v['elements']}" for n, v in sub["operator_state"].items()
+            )
+            size = human_bytes(sub["keyed_bytes"] + sub["operator_bytes"])
+            table.add_row(str(sub["index"]), key_groups, sources or "-", states or "-", size)
+        stdout.print(table)
+
+
+def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
+    return {
+        "destination": report.destination,
+        "format": "CANONICAL",
+        "bytes": report.bytes,
+        "operators": [
+            {
+                "id": op.id,
+                "uid": op.uid,
+                "old_parallelism": op.old_parallelism,
+                "new_parallelism": op.new_parallelism,
+                "rescaled": op.rescaled,
+                "files": op.files,
+                "bytes": op.bytes,
+            }
+            for op in report.operators
+        ],
+    }
+
+
+def print_rescale_report(report: RescaleReport) -> None:
+    table = Table(title=f"Wrote {report.destination} (canonical)", title_justify="left")
+    for column in ("operator", "parallelism", "files"):
+        table.add_column(column)
+    table.add_column("bytes", justify="right")
+    for op in report.operators:
+        change = (
+            f"{op.old_parallelism} → {op.new_parallelism}"
+            if op.rescaled
+            else f"{op.old_parallelism} (kept)"
+        )
+        table.add_row(op.uid or op.id, change, str(op.files), human_bytes(op.bytes))
+    stdout.print(table)

@@ -35,10 +35,13 @@ def expected_size_capacity(expected_size: int) -> int:
     return expected_size + 1 if expected_size <= 2 else -(-expected_size * 4 // 3)
 
 
-def hashmap_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:
+def hashmap_order(
+    keys: Iterable[str], initial_capacity: int = 16, computed: bool = False
+) -> list[str]:
     """Keys (given in insertion order, duplicates ignored) in the map's iteration order.
 
-    Entries iterate by bucket; within a bucket in insertion order, which resizes preserve.
+    Entries iterate by bucket. Within a bucket, `put` appends and `computeIfAbsent`
+    (`computed=True`) prepends; resizes keep the relative order.
     (Buckets turned into trees after eight collisions are not modelled.)
     """
     unique = list(dict.fromkeys(keys))
@@ -46,7 +49,7 @@ def hashmap_order(keys: Iterable[str], initial_capacity: int = 16) -> list[str]:
     for size in range(1, len(unique) + 1):
         while size > capacity * _LOAD_FACTOR:
             capacity *= 2
-    position = {key: i for i, key in enumerate(unique)}
+    position = {key: -i if computed else i for i, key in enumerate(unique)}
     return sorted(
         unique, key=lambda k: (_spread(java_string_hash(k)) & (capacity - 1), position[k])
     )

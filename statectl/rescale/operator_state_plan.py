@@ -62,7 +62,8 @@ _ByName = dict[str, list[tuple[int, int]]]
 def _group_by_mode(
     old_handles: list[OperatorStateHandle | None],
 ) -> dict[DistributionMode, _ByName]:
-    """`groupByStateMode`: names enter a default-capacity HashMap in handle-map order."""
+    """`groupByStateMode`: names enter a default HashMap via `computeIfAbsent`, in the
+    iteration order of each old handle's map (which the metadata reader filled with `put`)."""
     inserted: dict[DistributionMode, list[str]] = {mode: [] for mode in DistributionMode}
     located: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for subtask, handle in enumerate(old_handles):
@@ -72,7 +73,10 @@ def _group_by_mode(
         for name in hashmap_order(states, expected_size_capacity(len(states))):
             inserted[states[name].mode].append(name)
             located[name].append((subtask, len(states[name].offsets)))
-    return {mode: {n: located[n] for n in hashmap_order(names)} for mode, names in inserted.items()}
+    return {
+        mode: {n: located[n] for n in hashmap_order(names, computed=True)}
+        for mode, names in inserted.items()
+    }
 
 
 def _deal_split(states: _ByName, shares: list[dict[str, list[ElementSource]]]) -> None:

@@ -1,0 +1,234 @@
+"""The rescale driver: plan, run the Spark job, assemble `_metadata`, publish.
+
+The output is self-contained: rescaled operators get new files, operators carried over get
+copies of theirs, and every file is referenced by a relative handle (code 6), so the new
+savepoint can be moved anywhere. The metadata version and tail are the input's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.errors import UnsupportedError
+from statectl.formats.handles import (
+    ByteStreamHandle,
+    IncrementalKeyedHandle,
+    KeyedHandle,
+    KeyGroupsHandle,
+    LocalFile,
+    OperatorStateHandle,
+    RelativeFileHandle,
+    StreamHandle,
+)
+from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.rescale.execute import CopyResult, CopyTask, Result, SubtaskResult, Task
+from statectl.rescale.plan import RescalePlan
+from statectl.savepoint import writer
+from statectl.savepoint.model import Savepoint, describe_operator
+
+ProgressCallback = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class OperatorReport:
+    id: str
+    uid: str | None
+    old_parallelism: int
+    new_parallelism: int
+    rescaled: bool
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RescaleReport:
+    destination: str
+    operators: tuple[OperatorReport, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(op.bytes for op in self.operators)
+
+
+def build_tasks(plan: RescalePlan) -> tuple[list[Task], dict[bytes, OperatorState]]:
+    """Spark tasks for the whole plan, and the carried-over operators with renamed handles."""
+    tasks: list[Task] = []
+    carried: dict[bytes, OperatorState] = {}
+    names = _CopyNames(plan.source)
+    for op_plan in plan.operators:
+        if op_plan.targets is not None:
+            tasks.extend(op_plan.targets)
+        else:
+            carried[op_plan.operator.operator_id] = _carry_over(op_plan.operator, names)
+    tasks.extend(names.tasks)
+    return tasks, carried
+
+
+def assemble(
+    plan: RescalePlan, carried: Mapping[bytes, OperatorState], results: list[Result]
+) -> CheckpointMetadata:
+    by_operator: dict[str, list[SubtaskResult]] = {}
+    for result in results:
+        if isinstance(result, SubtaskResult):
+            by_operator.setdefault(result.operator_id, []).append(result)
+    operators = []
+    for op_plan in plan.operators:
+        op = op_plan.operator
+        if op_plan.targets is None:
+            operators.append(carried[op.operator_id])
+        else:
+            written = sorted(by_operator[op.operator_id_hex], key=lambda r: r.index)
+            subtasks = tuple(_subtask_state(r) for r in written)
+            operators.append(
+                dataclasses.replace(op, parallelism=op_plan.new_parallelism, subtasks=subtasks)
+            )
+    return dataclasses.replace(plan.source.metadata, operators=tuple(operators))
+
+
+def _subtask_state(result: SubtaskResult) -> SubtaskState:
+    keyed = operator = None
+    if result.keyed is not None:
+        file = RelativeFileHandle(result.keyed.name, result.keyed.size)
+        keyed = KeyGroupsHandle(7, result.keyed.start_key_group, result.keyed.offsets, file)
+    if result.operator is not None:
+        file = RelativeFileHandle(result.operator.name, result.operator.size)
+        operator = OperatorStateHandle(4, result.operator.states, file)
+    return SubtaskState(result.index, managed_operator_state=operator, managed_keyed_state=keyed)
+
+
+def report(plan: RescalePlan, results: list[Result], destination: str) -> RescaleReport:
+    sizes: dict[str, list[int]] = {}
+    for result in results:
+        if isinstance(result, SubtaskResult):
+            files = [f.size for f in (result.keyed, result.operator) if f is not None]
+            sizes.setdefault(result.operator_id, []).extend(files)
+        elif isinstance(result, CopyResult):
+            sizes.setdefault(result.name.split("-", 1)[0], []).append(result.size)
+    return RescaleReport(
+        destination,
+        tuple(
+            OperatorReport(
+                p.operator.operator_id_hex,
+                p.operator.uid,
+                p.operator.parallelism,
+                p.new_parallelism,
+                p.rescaled,
+                len(sizes.get(p.operator.operator_id_hex, ())),
+                sum(sizes.get(p.operator.operator_id_hex, ())),
+            )
+            for p in plan.operators
+        ),
+    )
+
+
+def rescale(
+    plan: RescalePlan,
+    destination: str,
+    *,
+    overwrite: bool = False,
+    master: str = "local[*]",
+    spark_conf: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> RescaleReport:
+    """Execute `plan` into `destination`; nothing is published unless everything succeeded."""
+    from statectl.rescale import spark_job  # lazy: pyspark is heavy
+
+    writer.ensure_not_inside(plan.source.directory, destination, storage_options)
+    tasks, carried = build_tasks(plan)
+    staged = writer.stage(destination, overwrite, storage_options)
+    try:
+        session = spark_job.spark_session(master, spark_conf)
+        results = spark_job.run_tasks(session, tasks, staged.staging_url, storage_options, progress)
+        writer.publish(staged, assemble(plan, carried, results))
+    except BaseException:
+        writer.discard(staged)
+        raise
+    return report(plan, results, staged.destination.url)
+
+
+# --- carrying operators over unchanged ---------------------------------------------------
+
+
+class _CopyNames:
+    """Names for copied files, one copy per distinct source file."""
+
+    def __init__(self, source: Savepoint) -> None:
+        self.source = source
+        self.tasks: list[CopyTask] = []
+        self._by_source: dict[str, RelativeFileHandle] = {}
+
+    def relocate(self, handle: StreamHandle | None, prefix: str) -> StreamHandle | None:
+        if handle is None or isinstance(handle, ByteStreamHandle):
+            return handle  # inline state travels inside _metadata
+        if isinstance(handle, KeyGroupsHandle):
+            return dataclasses.replace(handle, delegate=self.relocate(handle.delegate, prefix))
+        stream = self.source.stream(handle)
+        if stream.description not in self._by_source:
+            name = f"{prefix}-{len(self.tasks):05d}"
+            self.tasks.append(CopyTask(stream, name))
+            self._by_source[stream.description] = RelativeFileHandle(name, stream.size)
+        return self._by_source[stream.description]
+
+
+def _carry_over(op: OperatorState, names: _CopyNames) -> OperatorState:
+    if op.subtasks is None:
+        return op
+    prefix = op.operator_id_hex
+    subtasks = tuple(
+        _relocate_subtask(s, names, prefix, describe_operator(op)) for s in op.subtasks
+    )
+    return dataclasses.replace(op, subtasks=subtasks)
+
+
+def _relocate_subtask(
+    subtask: SubtaskState, names: _CopyNames, prefix: str, where: str
+) -> SubtaskState:
+    if subtask.finished:
+        return subtask
+    if subtask.input_channel_states or subtask.output_channel_states:
+        raise UnsupportedError(
+            f"operator {where} has unaligned channel state; take a savepoint instead"
+        )
+    return dataclasses.replace(
+        subtask,
+        managed_operator_state=_relocate_operator_handle(
+            subtask.managed_operator_state, names, prefix
+        ),
+        raw_operator_state=_relocate_operator_handle(subtask.raw_operator_state, names, prefix),
+        managed_keyed_state=_relocate_keyed(subtask.managed_keyed_state, names, prefix, where),
+        raw_keyed_state=_relocate_keyed(subtask.raw_keyed_state, names, prefix, where),
+    )
+
+
+def _relocate_operator_handle(
+    handle: OperatorStateHandle | None, names: _CopyNames, prefix: str
+) -> OperatorStateHandle | None:
+    if handle is None:
+        return None
+    # File-merging handles (code 17) become plain ones (code 4) over a copied file.
+    return OperatorStateHandle(4, handle.states, names.relocate(handle.delegate, prefix))
+
+
+def _relocate_keyed(
+    handle: KeyedHandle | None, names: _CopyNames, prefix: str, where: str
+) -> KeyedHandle | None:
+    if handle is None:
+        return None
+    if isinstance(handle, KeyGroupsHandle):
+        return dataclasses.replace(handle, delegate=names.relocate(handle.delegate, prefix))
+    if isinstance(handle, IncrementalKeyedHandle):
+        return dataclasses.replace(
+            handle,
+            meta=names.relocate(handle.meta, prefix),
+            shared=tuple(
+                LocalFile(f.local_path, names.relocate(f.handle, prefix)) for f in handle.shared
+            ),
+            private=tuple(
+                LocalFile(f.local_path, names.relocate(f.handle, prefix)) for f in handle.private
+            ),
+        )
+    raise UnsupportedError(f"operator {where} has changelog state, which statectl cannot copy")

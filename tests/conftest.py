@@ -1,0 +1,33 @@
+"""Shared fixtures: the real Flink jars, fixture savepoints, one SparkSession per test session."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "tests" / "fixtures"
+
+
+def fixture_names() -> list[str]:
+    return sorted(p.parent.name for p in FIXTURES.glob("*/manifest.json"))
+
+
+def load_manifest(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name / "manifest.json").read_text())
+
+
+def fixture_savepoint(name: str) -> Path:
+    return FIXTURES / name / load_manifest(name)["path"]
+
+
+@pytest.fixture(scope="session")
+def flink_dist() -> Path:
+    """flink-dist-2.3.0.jar, installed into the git-ignored cache on first use."""
+    from tests.flink import harness
+
+    lib = harness.ensure_flink()
+    return next(lib.glob("flink-dist-*.jar"))
