@@ -52,6 +52,10 @@ class DataReader:
     def size(self) -> int:
         return len(self._data)
 
+    def fork(self) -> DataReader:
+        """An independent reader at the same position (for look-ahead)."""
+        return DataReader(self._data, self.pos)
+
     def remaining(self) -> int:
         return len(self._data) - self.pos
 

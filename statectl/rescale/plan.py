@@ -318,9 +318,8 @@ class _OldOperatorFile:
         assert handle.delegate is not None
         stream = sp.stream(handle.delegate)
         try:
-            layout = operator_state.file_layout(
-                handle.states, stream.size, stream.read(0, min(stream.size, _HEADER_PROBE))
-            )
+            probe = stream.read(0, min(stream.size, _HEADER_PROBE))
+            layout = operator_state.file_layout(handle.states, stream.size, probe)
             header = stream.read(0, layout.header_length)
             header = state_headers.set_operator_header_compression(header, False)
         except StatectlError as exc:

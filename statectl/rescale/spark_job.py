@@ -9,6 +9,7 @@ callback fed by Spark's status tracker.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import sys
 import tempfile
@@ -43,7 +44,18 @@ def spark_session(
     if active is not None:
         return active
     builder = SparkSession.builder.master(master).appName("statectl")
-    settings = {**_QUIET_CONF, "spark.pyspark.python": sys.executable, **(conf or {})}
+    log_config = Path(__file__).with_name("log4j2.properties")
+    settings = {
+        **_QUIET_CONF,
+        "spark.pyspark.python": sys.executable,
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config.as_uri()}",
+        **(conf or {}),
+    }
+    if master.startswith("local"):
+        # An embedded session talks to nothing but itself.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        settings.setdefault("spark.driver.host", "127.0.0.1")
+        settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
     for key, value in settings.items():
         builder = builder.config(key, value)
     logging.getLogger("py4j").setLevel(logging.WARNING)
