@@ -1,16 +1,15 @@
 """Canonical keyed-state files: key-group offsets and key-group blocks.
 
 Mirrors Flink's `FullSnapshotAsyncWriter` / `FullSnapshotRestoreOperation` and
-`KeyGroupRangeOffsets` (flink-savepoint-format.md §4.3–§4.5). A block is
-`i16 stateId`, then entries `i32 keyLen, key, i32 valueLen, value`; bit 7 of a key's first byte
-marks the last entry of a state's run, which is followed by the next `i16 stateId` or the
-end mark `0xFFFF`. With compression, each block is its own Snappy-framed stream.
+`KeyGroupRangeOffsets` (flink-savepoint-format.md §4.3–§4.5). A block is `u16 stateId`, then
+entries `i32 keyLen, key, i32 valueLen, value`; bit 7 of a key's first byte marks the last entry
+of a state's run, which is followed by the next `u16 stateId` or the end mark `0xFFFF`. With
+compression, each block is its own Snappy-framed stream.
 """
 
 from __future__ import annotations
 
 import struct
-from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +22,8 @@ FIRST_BIT_IN_BYTE_MASK = 0x80
 _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 
+Buffer = bytes | bytearray | memoryview
+
 
 @dataclass(frozen=True, slots=True)
 class BlockSpan:
@@ -32,6 +33,10 @@ class BlockSpan:
     start: int
     end: int
 
+    @property
+    def length(self) -> int:
+        return self.end - self.start
+
 
 @dataclass(frozen=True, slots=True)
 class Entry:
@@ -40,123 +45,199 @@ class Entry:
     value: bytes
 
 
+# --- offsets -----------------------------------------------------------------------------
+
+
 def header_length(offsets: Sequence[int], file_size: int) -> int:
-    """The serializer-proxy header ends where the first block begins (§3.2 note)."""
+    """The serializer-proxy header ends where the first block begins (§4.3)."""
     used = [o for o in offsets if o]
+    for offset in used:
+        if not 0 < offset <= file_size:
+            raise FormatError(f"key-group offset {offset} is outside the file ({file_size} bytes)")
     return min(used) if used else file_size
 
 
 def block_spans(start_key_group: int, offsets: Sequence[int], file_size: int) -> list[BlockSpan]:
-    """Non-empty key groups and their byte ranges; blocks end where the next one starts."""
+    """Non-empty key groups and their byte ranges; a block ends where the next one starts."""
     present = [(start_key_group + i, o) for i, o in enumerate(offsets) if o]
+    for key_group, offset in present:
+        if not 0 < offset < file_size:
+            raise FormatError(
+                f"key group {key_group}: offset {offset} is outside the file ({file_size} bytes)"
+            )
     spans = []
     for n, (key_group, start) in enumerate(present):
         end = present[n + 1][1] if n + 1 < len(present) else file_size
-        if not 0 < start < end <= file_size:
+        if start >= end:
             raise FormatError(
-                f"key group {key_group}: offset {start} is out of order or outside the file "
-                f"({file_size} bytes)"
+                f"key group {key_group}: offset {start} is not below the offset {end} of "
+                f"key group {present[n + 1][0]}"
             )
         spans.append(BlockSpan(key_group, start, end))
     return spans
 
 
-def _raw_block(block: bytes | memoryview, compressed: bool) -> memoryview:
+# --- reading blocks ----------------------------------------------------------------------
+
+
+def raw_block(block: Buffer, compressed: bool) -> memoryview:
+    """The uncompressed block bytes (decompressing a per-key-group Snappy stream)."""
     return memoryview(snappy_framed.decompress_stream(block) if compressed else block)
 
 
-def iter_entries(
-    block: bytes | memoryview, compressed: bool, num_states: int | None = None
-) -> Iterator[Entry]:
+def iter_entries(block: Buffer, compressed: bool, num_states: int | None = None) -> Iterator[Entry]:
     """Every entry of one key-group block, in file order."""
-    data = _raw_block(block, compressed)
+    data = raw_block(block, compressed)
     for state_id, key_start, key_end, value_end in _walk(data, num_states):
-        key = bytearray(data[key_start:key_end])
-        key[0] &= ~FIRST_BIT_IN_BYTE_MASK & 0xFF
-        yield Entry(state_id, bytes(key), bytes(data[key_end + 4 : value_end]))
-
-
-def count_entries(
-    block: bytes | memoryview, compressed: bool, num_states: int | None = None
-) -> Counter[int]:
-    """Entries per state id in one block (walks lengths only)."""
-    counts: Counter[int] = Counter()
-    for state_id, *_ in _walk(_raw_block(block, compressed), num_states):
-        counts[state_id] += 1
-    return counts
+        key = bytes(data[key_start:key_end])
+        if key[0] & FIRST_BIT_IN_BYTE_MASK:
+            key = bytes((key[0] & ~FIRST_BIT_IN_BYTE_MASK,)) + key[1:]
+        yield Entry(state_id, key, bytes(data[key_end + 4 : value_end]))
 
 
 def _walk(data: memoryview, num_states: int | None) -> Iterator[tuple[int, int, int, int]]:
     """(state id, key start, key end, value end) per entry; the value starts at key end + 4."""
     size = len(data)
-    pos = 0
-    state_id = _read_state_id(data, pos, num_states)
-    pos += 2
+    seen: set[int] = set()
+    state_id = _state_id(data, 0, num_states, seen)
+    pos = 2
     while True:
-        key_start, key_end = _length_prefixed(data, pos, "key")
-        if key_end == key_start:
-            raise FormatError(f"empty key at offset {pos} of a key-group block")
-        _, value_end = _length_prefixed(data, key_end, "value")
+        key_start, key_end, value_end = _entry(data, pos)
         yield state_id, key_start, key_end, value_end
         pos = value_end
         if data[key_start] & FIRST_BIT_IN_BYTE_MASK:
-            if pos + 2 > size:
-                raise FormatError(f"key-group block ends at offset {pos} before its end mark")
-            if _U16.unpack_from(data, pos)[0] == END_OF_KEY_GROUP_MARK:
-                if pos + 2 != size:
-                    raise FormatError(
-                        f"{size - pos - 2} unexpected bytes after the end mark of a key-group block"
-                    )
+            if _U16.unpack_from(data, _need(data, pos, 2, "state id"))[0] == END_OF_KEY_GROUP_MARK:
+                _check_end(pos + 2, size)
                 return
-            state_id = _read_state_id(data, pos, num_states)
+            state_id = _state_id(data, pos, num_states, seen)
             pos += 2
 
 
-def _read_state_id(data: memoryview, pos: int, num_states: int | None) -> int:
-    if pos + 2 > len(data):
-        raise FormatError(f"key-group block ends at offset {pos} before a state id")
-    state_id = _U16.unpack_from(data, pos)[0]
-    if state_id == END_OF_KEY_GROUP_MARK or (num_states is not None and state_id >= num_states):
-        raise FormatError(f"unknown state id {state_id} at offset {pos} of a key-group block")
-    return state_id
+def count_entries(block: Buffer, compressed: bool, num_states: int | None = None) -> dict[int, int]:
+    """Entries per state id in one block, walking lengths only."""
+    data = raw_block(block, compressed)
+    # The hot path of `inspect --deep`: one inlined loop, helpers only on the error paths.
+    size = len(data)
+    counts: dict[int, int] = {}
+    unpack_i32 = _I32.unpack_from
+    state_id = _state_id(data, 0, num_states, set())
+    pos, count = 2, 0
+    while True:
+        if pos + 4 > size:
+            _entry(data, pos)  # raises with the precise reason
+        key_start = pos + 4
+        key_end = key_start + unpack_i32(data, pos)[0]
+        if key_end <= key_start or key_end + 4 > size:
+            _entry(data, pos)
+        value_end = key_end + 4 + unpack_i32(data, key_end)[0]
+        if value_end < key_end + 4 or value_end > size:
+            _entry(data, pos)
+        count += 1
+        pos = value_end
+        if data[key_start] & FIRST_BIT_IN_BYTE_MASK:
+            counts[state_id] = count
+            count = 0
+            if _U16.unpack_from(data, _need(data, pos, 2, "state id"))[0] == END_OF_KEY_GROUP_MARK:
+                _check_end(pos + 2, size)
+                return counts
+            state_id = _state_id(data, pos, num_states, set(counts))
+            pos += 2
+
+
+def _entry(data: memoryview, pos: int) -> tuple[int, int, int]:
+    """Key start, key end and value end of the entry at `pos`, validated."""
+    key_start, key_end = _length_prefixed(data, pos, "key")
+    if key_end == key_start:
+        raise FormatError(f"empty key at offset {pos} of a key-group block")
+    _, value_end = _length_prefixed(data, key_end, "value")
+    return key_start, key_end, value_end
 
 
 def _length_prefixed(data: memoryview, pos: int, what: str) -> tuple[int, int]:
-    if pos + 4 > len(data):
-        raise FormatError(f"key-group block ends at offset {pos} inside a {what} length")
-    length = _I32.unpack_from(data, pos)[0]
+    length = _I32.unpack_from(data, _need(data, pos, 4, f"{what} length"))[0]
     start, end = pos + 4, pos + 4 + length
     if length < 0 or end > len(data):
-        raise FormatError(f"{what} length {length} at offset {pos} runs past the key-group block")
+        raise FormatError(
+            f"{what} length {length} at offset {pos} runs past the end of the key-group block "
+            f"({len(data)} bytes)"
+        )
     return start, end
+
+
+def _need(data: memoryview, pos: int, count: int, what: str) -> int:
+    if pos + count > len(data):
+        raise FormatError(f"key-group block ends at offset {len(data)} inside a {what}")
+    return pos
+
+
+def _state_id(data: memoryview, pos: int, num_states: int | None, seen: set[int]) -> int:
+    state_id = _U16.unpack_from(data, _need(data, pos, 2, "state id"))[0]
+    if state_id == END_OF_KEY_GROUP_MARK:
+        raise FormatError(
+            f"key-group block has an end mark at offset {pos} where a state run starts"
+        )
+    if num_states is not None and state_id >= num_states:
+        raise FormatError(
+            f"unknown state id {state_id} at offset {pos} of a key-group block "
+            f"(the header lists {num_states} states)"
+        )
+    if state_id in seen:
+        raise FormatError(f"state id {state_id} appears twice in one key-group block")
+    seen.add(state_id)
+    return state_id
+
+
+def _check_end(end: int, size: int) -> None:
+    if end != size:
+        raise FormatError(
+            f"{size - end} unexpected bytes after the end mark of a key-group block "
+            f"(end mark ends at offset {end})"
+        )
+
+
+# --- writing blocks ----------------------------------------------------------------------
 
 
 def build_block(
     runs: Iterable[tuple[int, Sequence[tuple[bytes, bytes]]]], compress: bool = False
 ) -> bytes:
-    """A block from (state id, [(key, value)]) runs; flags and end mark recomputed."""
-    out = bytearray()
+    """A block from (state id, [(key, value)]) runs, flags and end mark recomputed.
+
+    Keys come without the flag (as `iter_entries` returns them); empty runs are skipped.
+    Raises ValueError for inputs no block can hold (no entries, a repeated state id, …).
+    """
+    parts: list[bytes] = []
+    seen: set[int] = set()
     for state_id, entries in runs:
         if not entries:
             continue
-        out += struct.pack(">H", state_id)
+        if not 0 <= state_id < END_OF_KEY_GROUP_MARK or state_id in seen:
+            raise ValueError(f"state id {state_id} is out of range or repeated in one block")
+        seen.add(state_id)
+        parts.append(_U16.pack(state_id))
+        last = len(entries) - 1
         for n, (key, value) in enumerate(entries):
-            flagged = bytearray(key)
-            if n == len(entries) - 1:
-                flagged[0] |= FIRST_BIT_IN_BYTE_MASK
-            out += _I32.pack(len(flagged)) + flagged + _I32.pack(len(value)) + value
-    if not out:
+            if not key or key[0] & FIRST_BIT_IN_BYTE_MASK:
+                raise ValueError("a key must be non-empty and start below 0x80 (the flag bit)")
+            if n == last:
+                key = bytes((key[0] | FIRST_BIT_IN_BYTE_MASK,)) + bytes(key[1:])
+            parts += (_I32.pack(len(key)), bytes(key), _I32.pack(len(value)), bytes(value))
+    if not parts:
         raise ValueError("a key-group block needs at least one entry")
-    out += _U16.pack(END_OF_KEY_GROUP_MARK)
-    return snappy_framed.compress_stream(out) if compress else bytes(out)
+    parts.append(_U16.pack(END_OF_KEY_GROUP_MARK))
+    data = b"".join(parts)
+    return snappy_framed.compress_stream(data) if compress else data
 
 
-def remap_state_ids(block: bytes | memoryview, mapping: dict[int, int], compressed: bool) -> bytes:
-    """The same block with its state ids renumbered (headers that list states differently)."""
-    data = bytearray(_raw_block(block, compressed))
+def remap_state_ids(block: Buffer, mapping: dict[int, int], compressed: bool) -> bytes:
+    """The same block with its state ids renumbered (for headers that list states differently)."""
+    if all(old == new for old, new in mapping.items()):
+        return bytes(block)
+    view = raw_block(block, compressed)
+    data = bytearray(view)
     starts_run = True
-    for state_id, key_start, _, _ in _walk(memoryview(bytes(data)), None):
-        if starts_run:  # the i16 state id sits just before this entry's i32 key length
+    for state_id, key_start, _, _ in _walk(view, None):
+        if starts_run:  # the u16 state id sits just before this entry's i32 key length
             if state_id not in mapping:
                 raise FormatError(f"state id {state_id} has no counterpart in the new header")
             _U16.pack_into(data, key_start - 6, mapping[state_id])

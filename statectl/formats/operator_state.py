@@ -1,48 +1,161 @@
-"""Operator-state files: where the header ends and where each list element or map lies.
+"""Operator-state files: where the header ends and where each list element or broadcast map lies.
 
-Mirrors `DefaultOperatorStateBackendSnapshotStrategy` / `OperatorStateRestoreOperation`
-(flink-savepoint-format.md §3.3–§3.5). Element ends are not stored: an element ends at the next
-larger offset of any state in the handle, or at the end of the stream. With compression each
-state's region is a Snappy-framed stream whose identifier precedes the first element.
+Mirrors `DefaultOperatorStateBackendSnapshotStrategy`, `PartitionableListState.write`,
+`HeapBroadcastState.write` and `OperatorStateRestoreOperation` (flink-savepoint-format.md
+§3.3–§3.5). Element ends are not stored: an element ends at the next larger offset of any state
+in the handle, or at the end of the file. With compression (header v6 flag), everything after the
+header is one Snappy-framed stream: its identifier sits between the header and the first offset,
+and each element starts a new chunk (Flink ≥ 1.19 flushes in `getPos()`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import struct
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from statectl.errors import FormatError
-from statectl.formats.handles import OperatorStateOffsets
-from statectl.formats.java_io import DataReader
-from statectl.formats.snappy_framed import STREAM_IDENTIFIER
+from statectl.formats import snappy_framed
+from statectl.formats.handles import DistributionMode, OperatorStateOffsets
+from statectl.formats.state_headers import operator_header_compressed
+
+Buffer = bytes | bytearray | memoryview
+Span = tuple[int, int]
+
+_I32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class StateElements:
+    """One state of a handle and the byte range [start, end) of each of its elements."""
+
+    name: str
+    mode: DistributionMode
+    spans: tuple[Span, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class OperatorFileLayout:
-    header_length: int
+    header_length: int  # without the Snappy stream identifier of a compressed file
     compressed: bool
-    elements: dict[str, list[tuple[int, int]]]  # per state: [start, end) of each element
+    states: tuple[StateElements, ...]
+
+    @property
+    def elements(self) -> dict[str, tuple[Span, ...]]:
+        """Per state name: the spans of its elements (list state) or its map (broadcast)."""
+        return {s.name: s.spans for s in self.states}
 
 
-def is_compressed(header_start: bytes) -> bool:
+def element_spans(
+    states: Sequence[OperatorStateOffsets], file_size: int
+) -> tuple[StateElements, ...]:
+    """Each element's span: from its offset to the next larger offset in the handle, or EOF.
+
+    Elements sharing an offset (zero-length elements) share the span; restore reads one element
+    from an offset, so copying the span for each of them is still correct.
+    """
+    all_offsets = sorted({o for s in states for o in s.offsets})
+    for state in states:
+        for offset in state.offsets:
+            if not 0 < offset <= file_size:
+                raise FormatError(
+                    f"operator state {state.name!r}: offset {offset} is outside the file "
+                    f"({file_size} bytes)"
+                )
+    ends = dict(zip(all_offsets, [*all_offsets[1:], file_size][: len(all_offsets)], strict=True))
+    return tuple(
+        StateElements(s.name, s.mode, tuple((o, ends[o]) for o in s.offsets)) for s in states
+    )
+
+
+def is_compressed(header_start: Buffer) -> bool:
     """Header version ≥ 6 carries a compression flag right after the version."""
-    r = DataReader(header_start)
-    return r.read_i32() >= 6 and r.read_bool()
+    return operator_header_compressed(header_start)
 
 
 def file_layout(
-    states: Sequence[OperatorStateOffsets], file_size: int, file_start: bytes
+    states: Sequence[OperatorStateOffsets], file_size: int, file_start: Buffer
 ) -> OperatorFileLayout:
-    """Layout of one operator-state file from its handle; `file_start` is its first bytes."""
+    """Layout of one operator-state file from its handle; `file_start` holds its first bytes
+    (at least up to the first offset, so that a compressed file's stream identifier is seen)."""
     compressed = is_compressed(file_start)
-    all_offsets = sorted({o for s in states for o in s.offsets})
-    if any(not 0 < o < file_size for o in all_offsets):
-        bad = next(o for o in all_offsets if not 0 < o < file_size)
-        raise FormatError(f"operator state offset {bad} is outside the file ({file_size} bytes)")
-    header_length = all_offsets[0] if all_offsets else file_size
-    marker = header_length - len(STREAM_IDENTIFIER)
-    if compressed and file_start[marker:header_length] == STREAM_IDENTIFIER:
-        header_length = marker
-    ends = dict(zip(all_offsets, [*all_offsets[1:], file_size], strict=True))
-    elements = {s.name: [(o, ends[o]) for o in s.offsets] for s in states}
-    return OperatorFileLayout(header_length, compressed, elements)
+    spans = element_spans(states, file_size)
+    offsets = [o for s in states for o in s.offsets]
+    data_start = min(offsets) if offsets else file_size
+    header_length = data_start
+    if compressed and offsets and len(file_start) < data_start:
+        raise ValueError(f"file_start must reach the first offset ({data_start})")
+    if compressed:
+        identifier_at = data_start - len(snappy_framed.STREAM_IDENTIFIER)
+        if bytes(file_start[identifier_at:data_start]) == snappy_framed.STREAM_IDENTIFIER:
+            header_length = identifier_at
+        elif offsets:  # only a file whose states are all empty may lack it (nothing flushed)
+            raise FormatError(
+                f"compressed operator state has no Snappy stream identifier before offset "
+                f"{data_start}"
+            )
+    return OperatorFileLayout(header_length, compressed, spans)
+
+
+def element_bytes(raw: Buffer, compressed: bool) -> bytes:
+    """An element's serialized bytes from its span (decompressing its chunks if needed)."""
+    return snappy_framed.decompress_chunks(raw) if compressed else bytes(raw)
+
+
+# --- broadcast state -----------------------------------------------------------------------
+
+
+class ValueReader(Protocol):
+    """Anything that reads one serialized value, e.g. a `java_types.KeyType`."""
+
+    def read(self, buf: Buffer, pos: int = 0) -> tuple[Any, int]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FixedLength:
+    """A serializer writing exactly `length` bytes per value (TypeSerializer.getLength() ≥ 0)."""
+
+    length: int
+
+    def read(self, buf: Buffer, pos: int = 0) -> tuple[bytes, int]:
+        end = pos + self.length
+        if end > len(buf):
+            raise FormatError(f"value of {self.length} bytes at offset {pos} runs past the end")
+        return bytes(buf[pos:end]), end
+
+
+def broadcast_entry_count(element: Buffer) -> int:
+    """The i32 entry count at the start of a broadcast state's map."""
+    if len(element) < 4:
+        raise FormatError(f"broadcast state of {len(element)} bytes has no entry count")
+    count = _I32.unpack_from(element, 0)[0]
+    if count < 0:
+        raise FormatError(f"negative broadcast state entry count {count}")
+    return count
+
+
+def split_broadcast_entries(
+    element: Buffer, key_reader: ValueReader, value_reader: ValueReader
+) -> list[tuple[bytes, bytes]]:
+    """The (key bytes, value bytes) of each map entry; the map must end where the element ends."""
+    view = memoryview(element)
+    count = broadcast_entry_count(view)
+    entries = []
+    pos = 4
+    for _ in range(count):
+        _, key_end = key_reader.read(view, pos)
+        _, value_end = value_reader.read(view, key_end)
+        if value_end > len(view):
+            raise FormatError(f"broadcast state entry at offset {pos} runs past the map's end")
+        entries.append((bytes(view[pos:key_end]), bytes(view[key_end:value_end])))
+        pos = value_end
+    if pos != len(view):
+        raise FormatError(f"{len(view) - pos} unexpected bytes after {count} broadcast entries")
+    return entries
+
+
+def build_broadcast_element(entries: Iterable[tuple[bytes, bytes]]) -> bytes:
+    """A broadcast state's map: i32 count, then each serialized key and value."""
+    items = list(entries)
+    return b"".join([_I32.pack(len(items)), *(key + value for key, value in items)])

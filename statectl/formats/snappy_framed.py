@@ -1,38 +1,167 @@
 """Snappy framing, as xerial's `SnappyFramedOutputStream` writes it for Flink.
 
 Mirrors `SnappyStreamCompressionDecorator` (flink-savepoint-format.md §3.5, §4.5): a stream
-identifier `FF 06 00 00 "sNaPpY"`, then chunks of u8 type, u24 little-endian length, a masked
-CRC-32C and the payload. Flink opens a stream per key-group block and per operator-state region.
+identifier `FF 06 00 00 "sNaPpY"`, then chunks of u8 type, u24 little-endian length (checksum plus
+payload), a masked CRC-32C of the uncompressed bytes (little-endian) and the payload. Flink writes
+blocks of at most 64 KiB and stores a block uncompressed when compression saves less than 15 %.
+
+Flink opens one stream per key-group block, and one per operator-state file whose elements each
+start a new chunk, so an element is a chunk sequence without the identifier. Flink reads with
+checksum verification off; so does `decompress_*` unless asked to verify.
 """
 
 from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 import cramjam
 
 from statectl.errors import FormatError
 
 STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
+COMPRESSED = 0x00
+UNCOMPRESSED = 0x01
+STREAM_IDENTIFIER_TYPE = 0xFF
+PADDING = 0xFE
+BLOCK_SIZE = 1 << 16  # SnappyStreamCompressionDecorator.COMPRESSION_BLOCK_SIZE
+MIN_COMPRESSION_RATIO = 0.85  # … .MIN_COMPRESSION_RATIO: compressed/raw above this ⇒ stored raw
+
+_HEADER = struct.Struct("<I")  # type in the low byte, length in the upper three
+_CRC = struct.Struct("<I")
+_CHUNK_HEADER_SIZE = 4
+_CRC_SIZE = 4
+_MASK_DELTA = 0xA282EAD8
+
+Buffer = bytes | bytearray | memoryview
 
 
-def decompress_stream(data: bytes | memoryview) -> bytes:
-    """A whole framed stream, starting with the stream identifier."""
-    if bytes(data[: len(STREAM_IDENTIFIER)]) != STREAM_IDENTIFIER:
-        raise FormatError("compressed block does not start with the Snappy stream identifier")
-    return _decompress(data)
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk: `type` and the byte range [start, end) of its payload (after the checksum)."""
+
+    type: int
+    masked_crc: int | None  # None for chunks without a checksum (identifier, padding, skippable)
+    start: int
+    end: int
 
 
-def decompress_chunks(data: bytes | memoryview) -> bytes:
-    """Chunks cut from the middle of a stream (an operator-state element starts at a chunk)."""
-    return _decompress(STREAM_IDENTIFIER + bytes(data))
+def decompress_stream(data: Buffer, verify: bool = False) -> bytes:
+    """A whole framed stream, which must start with the stream identifier."""
+    view = memoryview(data)
+    if view[: len(STREAM_IDENTIFIER)] != STREAM_IDENTIFIER:
+        raise FormatError("compressed data does not start with the Snappy stream identifier")
+    return _decompress(view, len(STREAM_IDENTIFIER), verify)
 
 
-def compress_stream(data: bytes | memoryview) -> bytes:
-    """A new framed stream holding `data`."""
-    return bytes(cramjam.snappy.compress(bytes(data)))
+def decompress_chunks(data: Buffer, verify: bool = False) -> bytes:
+    """Chunks cut from a stream, with or without identifiers (an operator-state element)."""
+    return _decompress(memoryview(data), 0, verify)
 
 
-def _decompress(data: bytes | memoryview) -> bytes:
+def iter_chunks(data: Buffer, pos: int = 0) -> Iterator[Chunk]:
+    """The chunks of `data` from `pos`, checking that they tile it exactly."""
+    view = memoryview(data)
+    size = len(view)
+    while pos < size:
+        if pos + _CHUNK_HEADER_SIZE > size:
+            raise FormatError(f"Snappy chunk header truncated at offset {pos}")
+        header = _HEADER.unpack_from(view, pos)[0]
+        kind, length = header & 0xFF, header >> 8
+        start, end = pos + _CHUNK_HEADER_SIZE, pos + _CHUNK_HEADER_SIZE + length
+        if end > size:
+            raise FormatError(
+                f"Snappy chunk at offset {pos} needs {length} bytes, only {size - start} left"
+            )
+        yield _chunk(view, kind, pos, start, end)
+        pos = end
+
+
+def _chunk(view: memoryview, kind: int, pos: int, start: int, end: int) -> Chunk:
+    if kind in (COMPRESSED, UNCOMPRESSED):
+        if end - start < _CRC_SIZE:
+            raise FormatError(f"Snappy data chunk at offset {pos} is too short for its checksum")
+        return Chunk(kind, _CRC.unpack_from(view, start)[0], start + _CRC_SIZE, end)
+    if kind == STREAM_IDENTIFIER_TYPE:
+        # The identifier may repeat (concatenated streams); it must always be the full one.
+        if view[pos:end] != STREAM_IDENTIFIER:
+            raise FormatError(f"corrupt Snappy stream identifier at offset {pos}")
+    elif kind < 0x80:
+        raise FormatError(f"reserved unskippable Snappy chunk type 0x{kind:02x} at offset {pos}")
+    return Chunk(kind, None, start, end)
+
+
+def _decompress(view: memoryview, pos: int, verify: bool) -> bytes:
+    parts: list[Buffer] = []
+    for chunk in iter_chunks(view, pos):
+        if chunk.type == COMPRESSED:
+            part = _decompress_raw(view[chunk.start : chunk.end], chunk.start)
+        elif chunk.type == UNCOMPRESSED:
+            part = view[chunk.start : chunk.end]
+        else:
+            continue
+        if verify:
+            _verify(part, chunk)
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _verify(part: Buffer, chunk: Chunk) -> None:
+    if len(part) > BLOCK_SIZE:
+        raise FormatError(f"Snappy chunk at offset {chunk.start - 8} holds more than 64 KiB")
+    if masked_crc32c(part) != chunk.masked_crc:
+        raise FormatError(f"Snappy chunk checksum mismatch at offset {chunk.start - 8}")
+
+
+def _decompress_raw(payload: memoryview, offset: int) -> cramjam.Buffer:
     try:
-        return bytes(cramjam.snappy.decompress(bytes(data)))
-    except Exception as exc:  # cramjam raises its own DecompressionError and ValueErrors
-        raise FormatError(f"corrupt Snappy-compressed data: {exc}") from None
+        return cramjam.snappy.decompress_raw(payload)
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise FormatError(f"corrupt Snappy chunk at offset {offset}: {exc}") from None
+
+
+def compress_stream(data: Buffer) -> bytes:
+    """A framed stream holding `data`, chunked and with checksums as xerial writes it.
+
+    The compressed bytes differ from Flink's (a different Snappy implementation), which is fine:
+    readers only need valid Snappy.
+    """
+    view = memoryview(data)
+    out = bytearray(STREAM_IDENTIFIER)
+    for start in range(0, len(view), BLOCK_SIZE):
+        out += _compress_block(view[start : start + BLOCK_SIZE])
+    return bytes(out)
+
+
+def _compress_block(block: memoryview) -> bytes:
+    # cramjam's framed encoder turns a block of at most 64 KiB into one chunk with the CRC-32C
+    # we need; take its checksum, and apply xerial's stricter ratio rule to its payload.
+    framed = memoryview(cramjam.snappy.compress(block))
+    header = _HEADER.unpack_from(framed, len(STREAM_IDENTIFIER))[0]
+    crc_at = len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE
+    crc = framed[crc_at : crc_at + _CRC_SIZE]
+    payload = framed[crc_at + _CRC_SIZE :]
+    if header & 0xFF == COMPRESSED and len(payload) <= MIN_COMPRESSION_RATIO * len(block):
+        return _chunk_bytes(COMPRESSED, crc, payload)
+    return _chunk_bytes(UNCOMPRESSED, crc, block)
+
+
+def _chunk_bytes(kind: int, crc: Buffer, payload: Buffer) -> bytes:
+    length = _CRC_SIZE + len(payload)
+    return b"".join((_HEADER.pack(kind | (length << 8)), crc, payload))
+
+
+def masked_crc32c(data: Buffer) -> int:
+    """The framing format's masked CRC-32C of `data` (at most one 64 KiB block)."""
+    if len(data) > BLOCK_SIZE:
+        raise ValueError("masked_crc32c covers one block of at most 64 KiB")
+    framed = memoryview(cramjam.snappy.compress(data))
+    if not len(data):  # cramjam writes nothing at all for empty input
+        return mask_crc(0)
+    return _CRC.unpack_from(framed, len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE)[0]
+
+
+def mask_crc(crc: int) -> int:
+    """The framing format's checksum masking: rotate right by 15, add a constant."""
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF

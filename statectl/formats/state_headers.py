@@ -1,50 +1,58 @@
 """Serializer-proxy headers of state files, parsed for diagnostics (never needed for copying).
 
-Mirrors `KeyedBackendSerializationProxy`, `OperatorBackendSerializationProxy`,
-`StateMetaInfoSnapshotReadersWriters` and `TypeSerializerSnapshotSerializationUtil`
-(flink-savepoint-format.md §3.1, §3.2, §4.2). Serializer snapshots carry class-specific
-payloads without a length; simple and composite snapshots are parsed, and after any other
-payload the parser resynchronises on the next structure it recognises. Headers themselves are
-always copied as bytes, so a partly parsed header only costs detail in `inspect`.
+Mirrors `KeyedBackendSerializationProxy`, `OperatorBackendSerializationProxy` and
+`StateMetaInfoSnapshotReadersWriters` (flink-savepoint-format.md §3.1, §3.2, §4.2): a version,
+a compression flag, the key serializer snapshot (keyed), and per state its name, backend state
+type, options and serializer snapshots (`serializer_snapshots`). Headers are copied as bytes, so a
+header that cannot be read to the end yields what was read plus `complete=False`; only a header
+broken before its state list raises `FormatError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from statectl.errors import FormatError
+from statectl.errors import FormatError, UnsupportedError
 from statectl.formats.java_io import DataReader
+from statectl.formats.serializer_snapshots import (
+    PROXY_VERSION,
+    Probe,
+    SerializerSnapshot,
+    at_end,
+    probe,
+    read_serializer_snapshot,
+)
+from statectl.formats.snappy_framed import STREAM_IDENTIFIER
 
-SNAPSHOT_PROXY_VERSION = 2
-COMPOSITE_MAGIC = 911108
-NESTED_MAGIC = 1333245
+KEYED_VERSIONS = range(1, 7)  # KeyedBackendSerializationProxy reads 1..6, writes 6
+OPERATOR_VERSIONS = range(1, 7)  # OperatorBackendSerializationProxy reads 1..6, writes 5 or 6
+KEYED_COMPRESSION_SINCE = 4
+OPERATOR_COMPRESSION_SINCE = 6
+KEYED_KEY_SNAPSHOT_SINCE = 6  # older headers hold a Java-serialized key serializer
+OPERATOR_META_INFO_SINCE = 5  # older headers use a meta-info layout from before Flink 1.8
+OPERATOR_BROADCAST_SINCE = 3
+
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
 SERIALIZER_KEYS = frozenset(
     {"KEY_SERIALIZER", "NAMESPACE_SERIALIZER", "VALUE_SERIALIZER", "USER_KEY_SERIALIZER"}
 )
 OPTION_KEYS = frozenset({"KEYED_STATE_TYPE", "OPERATOR_STATE_DISTRIBUTION_MODE"})
 TIMER_STATE_PREFIX = "_timer_state/"
-
-
-@dataclass(frozen=True, slots=True)
-class SerializerSnapshot:
-    class_name: str
-    version: int
-    nested: tuple[SerializerSnapshot, ...] = ()
-    parsed: bool = True  # False: an unknown payload was skipped by resynchronising
+_MAX_ENTRIES = 64  # options or serializers per state: Flink writes at most a handful
 
 
 @dataclass(frozen=True, slots=True)
 class StateMetaInfo:
+    """One registered state: `StateMetaInfoSnapshot`."""
+
     name: str
-    backend_state_type: str
+    backend_state_type: str  # KEY_VALUE, OPERATOR, BROADCAST, PRIORITY_QUEUE, KEY_VALUE_V2
     options: dict[str, str]
     serializers: dict[str, SerializerSnapshot]
 
     @property
     def kind(self) -> str:
-        """VALUE, LIST, MAP, REDUCING, AGGREGATING, TIMERS, … as `inspect` shows it."""
+        """VALUE, LIST, MAP, REDUCING, AGGREGATING, TIMERS, BROADCAST, … as `inspect` shows it."""
         if self.backend_state_type == "PRIORITY_QUEUE":
             return "TIMERS" if self.name.startswith(TIMER_STATE_PREFIX) else "PRIORITY_QUEUE"
         if "KEYED_STATE_TYPE" in self.options:
@@ -57,14 +65,32 @@ class StateMetaInfo:
     def distribution_mode(self) -> str | None:
         return self.options.get("OPERATOR_STATE_DISTRIBUTION_MODE")
 
+    @property
+    def value_serializer(self) -> SerializerSnapshot | None:
+        return self.serializers.get("VALUE_SERIALIZER")
+
+    @property
+    def namespace_serializer(self) -> SerializerSnapshot | None:
+        return self.serializers.get("NAMESPACE_SERIALIZER")
+
+    @property
+    def key_serializer(self) -> SerializerSnapshot | None:
+        """Broadcast state only: the map's key serializer."""
+        return self.serializers.get("KEY_SERIALIZER")
+
+    @property
+    def complete(self) -> bool:
+        return all(s.complete for s in self.serializers.values())
+
 
 @dataclass(frozen=True, slots=True)
 class KeyedStateHeader:
     version: int
     compressed: bool
     key_serializer_snapshot: SerializerSnapshot | None
-    states: tuple[StateMetaInfo, ...]
+    states: tuple[StateMetaInfo, ...]  # kvStateId = index
     complete: bool = True
+    problem: str | None = None  # why the header was not read to the end
 
     @property
     def key_serializer(self) -> str | None:
@@ -82,71 +108,141 @@ class OperatorStateHeader:
     list_states: tuple[StateMetaInfo, ...]
     broadcast_states: tuple[StateMetaInfo, ...]
     complete: bool = True
+    problem: str | None = None
+
+    @property
+    def states(self) -> tuple[StateMetaInfo, ...]:
+        return self.list_states + self.broadcast_states
 
 
-# --- public entry points -----------------------------------------------------------------
+# --- keyed headers -------------------------------------------------------------------------
 
 
 def parse_keyed_header(data: bytes | memoryview) -> KeyedStateHeader:
-    """Parse the header bytes of a keyed-state file (or a native snapshot's meta file)."""
+    """Parse exactly the header bytes of a keyed-state file (or a native snapshot's meta file)."""
     r = DataReader(data)
-    version = r.read_i32()
-    if not 1 <= version <= 6:
-        raise FormatError(f"unsupported keyed state header version {version}")
-    compressed = r.read_bool() if version >= 4 else False
-    key_snapshot = _read_snapshot(r, _next_is_state_count) if version >= 6 else None
-    states, complete = _read_states(r, r.read_i16())
-    return KeyedStateHeader(version, compressed, key_snapshot, states, complete)
+    version = _version(r, KEYED_VERSIONS, "keyed state")
+    compressed = r.read_bool() if version >= KEYED_COMPRESSION_SINCE else False
+    if version < KEYED_KEY_SNAPSHOT_SINCE:
+        problem = f"keyed state header version {version} predates Flink 1.8; states not read"
+        return KeyedStateHeader(version, compressed, None, (), False, problem)
+    try:
+        key_snapshot = read_serializer_snapshot(r, _next_is_state_list(at_end))
+    except FormatError as exc:
+        raise FormatError(f"keyed state header: key serializer: {exc.message}") from None
+    count = _state_count(r)
+    states, problem = _read_states(r, count, at_end)
+    complete = problem is None and key_snapshot.complete and all(s.complete for s in states)
+    return KeyedStateHeader(version, compressed, key_snapshot, states, complete, problem)
 
 
-def parse_operator_header(data: bytes | memoryview) -> OperatorStateHeader:
-    """Parse the header bytes of an operator-state file."""
-    r = DataReader(data)
-    version = r.read_i32()
-    if not 1 <= version <= 6:
-        raise FormatError(f"unsupported operator state header version {version}")
-    compressed = r.read_bool() if version >= 6 else False
-    list_states, complete = _read_states(r, r.read_i16())
-    broadcast: tuple[StateMetaInfo, ...] = ()
-    if version >= 3 and complete and not r.at_end():
-        broadcast, complete = _read_states(r, r.read_i16())
-    return OperatorStateHeader(version, compressed, list_states, broadcast, complete)
-
-
-def set_operator_header_compression(header: bytes, compressed: bool) -> bytes:
-    """The header with its compression flag (the bool after the version, v6+) set."""
-    if len(header) < 5 or DataReader(header).read_i32() < 6:
-        return header
-    return header[:4] + (b"\x01" if compressed else b"\x00") + header[5:]
+def keyed_header_compressed(header: bytes | memoryview) -> bool:
+    """The compression flag alone (version ≥ 4: the bool after the version)."""
+    r = DataReader(header)
+    version = _version(r, KEYED_VERSIONS, "keyed state")
+    return version >= KEYED_COMPRESSION_SINCE and r.read_bool()
 
 
 def set_keyed_header_compression(header: bytes, compressed: bool) -> bytes:
-    """The header with its compression flag (the bool after the version, v4+) set."""
-    if len(header) < 5 or DataReader(header).read_i32() < 4:
+    """The header with its compression flag set; the only byte that changes is offset 4."""
+    return _set_flag(header, compressed, KEYED_VERSIONS, KEYED_COMPRESSION_SINCE, "keyed state")
+
+
+# --- operator headers ----------------------------------------------------------------------
+
+
+def parse_operator_header(data: bytes | memoryview) -> OperatorStateHeader:
+    """Parse the header bytes of an operator-state file.
+
+    A trailing Snappy stream identifier (compressed files start their data stream right after
+    the header) is tolerated.
+    """
+    r = DataReader(data)
+    version = _version(r, OPERATOR_VERSIONS, "operator state")
+    compressed = r.read_bool() if version >= OPERATOR_COMPRESSION_SINCE else False
+    if version < OPERATOR_META_INFO_SINCE:
+        problem = f"operator state header version {version} predates Flink 1.8; states not read"
+        return OperatorStateHeader(version, compressed, (), (), False, problem)
+    end = _operator_end
+    has_broadcast = version >= OPERATOR_BROADCAST_SINCE
+    list_count = _state_count(r)
+    list_states, problem = _read_states(
+        r, list_count, _next_is_state_list(end) if has_broadcast else end
+    )
+    broadcast: tuple[StateMetaInfo, ...] = ()
+    if problem is None and has_broadcast:
+        broadcast, problem = _read_states(r, _state_count(r), end)
+    complete = problem is None and all(s.complete for s in list_states + broadcast)
+    return OperatorStateHeader(version, compressed, list_states, broadcast, complete, problem)
+
+
+def operator_header_compressed(header: bytes | memoryview) -> bool:
+    """The compression flag alone (version ≥ 6: the bool after the version)."""
+    r = DataReader(header)
+    version = _version(r, OPERATOR_VERSIONS, "operator state")
+    return version >= OPERATOR_COMPRESSION_SINCE and r.read_bool()
+
+
+def set_operator_header_compression(header: bytes, compressed: bool) -> bytes:
+    """The header with its compression flag set; the only byte that changes is offset 4."""
+    return _set_flag(
+        header, compressed, OPERATOR_VERSIONS, OPERATOR_COMPRESSION_SINCE, "operator state"
+    )
+
+
+def _operator_end(r: DataReader) -> bool:
+    return r.at_end() or (
+        r.remaining() == len(STREAM_IDENTIFIER) and r.fork().read_rest() == STREAM_IDENTIFIER
+    )
+
+
+# --- shared --------------------------------------------------------------------------------
+
+
+def _version(r: DataReader, versions: range, what: str) -> int:
+    version = r.read_i32()
+    if version not in versions:
+        raise FormatError(f"unsupported {what} header version {version}")
+    return version
+
+
+def _set_flag(header: bytes, on: bool, versions: range, since: int, what: str) -> bytes:
+    r = DataReader(header)
+    version = _version(r, versions, what)
+    if version < since:
+        if on:
+            raise UnsupportedError(f"{what} header version {version} has no compression flag")
         return header
-    return header[:4] + (b"\x01" if compressed else b"\x00") + header[5:]
+    r.read_bool()  # present, or FormatError for a header cut short
+    return header[:4] + (b"\x01" if on else b"\x00") + header[5:]
 
 
-# --- state meta info ---------------------------------------------------------------------
-
-
-def _read_states(r: DataReader, count: int) -> tuple[tuple[StateMetaInfo, ...], bool]:
+def _state_count(r: DataReader) -> int:
+    count = r.read_i16()
     if count < 0:
-        raise FormatError(f"negative number of states ({count}) in a state header")
-    states = []
-    complete = True
-    for _ in range(count):
-        state = _read_state(r)
-        states.append(state)
-        complete = complete and all(s.parsed for s in state.serializers.values())
-    return tuple(states), complete
+        raise FormatError(f"negative number of states ({count}) at offset {r.pos - 2}")
+    return count
 
 
-def _read_state(r: DataReader) -> StateMetaInfo:
+def _read_states(
+    r: DataReader, count: int, after_last: Probe
+) -> tuple[tuple[StateMetaInfo, ...], str | None]:
+    """Up to `count` states; on a state that cannot be read, those before it and the reason."""
+    states: list[StateMetaInfo] = []
+    for index in range(count):
+        start = r.pos
+        try:
+            states.append(_read_state(r, _next_is_state if index < count - 1 else after_last))
+        except FormatError as exc:
+            return tuple(states), f"state #{index} at offset {start}: {exc.message}"
+    return tuple(states), None
+
+
+def _read_state(r: DataReader, after_state: Probe) -> StateMetaInfo:
     name = r.read_utf()
-    type_ordinal = r.read_i32()
-    if not 0 <= type_ordinal < len(BACKEND_STATE_TYPES):
-        raise FormatError(f"state {name!r}: unknown backend state type {type_ordinal}")
+    ordinal = r.read_i32()
+    if not 0 <= ordinal < len(BACKEND_STATE_TYPES):
+        raise FormatError(f"state {name!r}: unknown backend state type {ordinal}")
     options = {}
     for _ in range(_small_count(r, "options")):
         key = r.read_utf()
@@ -155,128 +251,49 @@ def _read_state(r: DataReader) -> StateMetaInfo:
     count = _small_count(r, "serializers")
     for n in range(count):
         key = r.read_utf()
-        last = n == count - 1
-        serializers[key] = _read_snapshot(
-            r, _next_is_state_or_end if last else _next_is_serializer_key
-        )
-    return StateMetaInfo(name, BACKEND_STATE_TYPES[type_ordinal], options, serializers)
+        after = _next_is_serializer_key if n < count - 1 else after_state
+        serializers[key] = read_serializer_snapshot(r, after)
+    return StateMetaInfo(name, BACKEND_STATE_TYPES[ordinal], options, serializers)
 
 
 def _small_count(r: DataReader, what: str) -> int:
     count = r.read_i32()
-    if not 0 <= count <= 64:
+    if not 0 <= count <= _MAX_ENTRIES:
         raise FormatError(f"implausible number of {what} ({count}) at offset {r.pos - 4}")
     return count
 
 
-# --- serializer snapshots ----------------------------------------------------------------
-
-Resync = Callable[[DataReader], bool]
+# --- what may follow a serializer snapshot (probes for resynchronising) ---------------------
 
 
-def _read_snapshot(r: DataReader, after: Resync) -> SerializerSnapshot:
-    """A proxy-wrapped snapshot: i32 proxy version, then a versioned snapshot."""
-    proxy_version = r.read_i32()
-    if proxy_version != SNAPSHOT_PROXY_VERSION:
-        raise FormatError(f"unknown serializer snapshot proxy version {proxy_version}")
-    return _read_versioned(r, after)
-
-
-def _read_versioned(r: DataReader, after: Resync) -> SerializerSnapshot:
-    class_name = r.read_utf()
-    version = r.read_i32()
-    start = r.pos
-    if r.remaining() >= 4 and DataReader(r.read_bytes(4)).read_i32() == COMPOSITE_MAGIC:
-        nested = _read_composite_payload(r)
-        if nested is not None:
-            return SerializerSnapshot(class_name, version, nested)
-    r.pos = start
-    if after(r):  # an empty payload: simple snapshots (String, Long, VoidNamespace, …)
-        return SerializerSnapshot(class_name, version)
-    _resync(r, after)
-    return SerializerSnapshot(class_name, version, parsed=False)
-
-
-def _read_composite_payload(r: DataReader) -> tuple[SerializerSnapshot, ...] | None:
-    """`CompositeTypeSerializerSnapshot`: outer version, outer payload, nested snapshots."""
-    r.read_i32()  # outer snapshot version
-    start = r.pos
-    while r.remaining() >= 8:  # the outer payload is class specific: find the nested magic
-        if DataReader(r.read_bytes(8)).read_i32() == NESTED_MAGIC:
-            r.pos -= 4
-            r.read_i32()  # nested snapshots delegate version
-            count = _small_count(r, "nested serializers")
-            return tuple(_read_versioned(r, _next_is_nested(count, i)) for i in range(count))
-        r.pos -= 7
-    r.pos = start
-    return None
-
-
-def _next_is_nested(count: int, index: int) -> Resync:
-    # Between nested snapshots the next class name follows; after the last, the outer reader
-    # continues, so accept anything (the caller resynchronises if needed).
-    return _next_is_class_name if index < count - 1 else (lambda r: True)
-
-
-def _resync(r: DataReader, after: Resync) -> None:
-    for pos in range(r.pos, r.size + 1):
-        r.pos = pos
-        if after(r):
-            return
-    raise FormatError("cannot find the end of a serializer snapshot")
-
-
-def _probe(check: Callable[[DataReader], bool]) -> Resync:
-    """A look-ahead that never moves the reader and treats running out of bytes as 'no'."""
-
-    def probe(r: DataReader) -> bool:
-        try:
-            return check(r.fork())
-        except FormatError:
-            return False
-
-    return probe
-
-
-@_probe
+@probe
 def _next_is_serializer_key(r: DataReader) -> bool:
-    return r.read_utf() in SERIALIZER_KEYS and r.read_i32() == SNAPSHOT_PROXY_VERSION
+    return r.read_utf() in SERIALIZER_KEYS and r.read_i32() == PROXY_VERSION
 
 
-@_probe
-def _next_is_class_name(r: DataReader) -> bool:
-    name = r.read_utf()
-    return "." in name and " " not in name and r.read_i32() >= 0
-
-
-@_probe
-def _next_is_state_count(r: DataReader) -> bool:
-    count = r.read_i16()
-    return (count == 0 and r.at_end()) or (count > 0 and _looks_like_state(r))
-
-
-@_probe
-def _next_is_state_or_end(r: DataReader) -> bool:
-    if r.at_end():
-        return True
-    if _looks_like_state(r.fork()):
-        return True
-    # the broadcast-state count of an operator header: i16, then states or the end
-    count = r.read_i16()
-    return (count == 0 and r.at_end()) or (count > 0 and _looks_like_state(r))
-
-
-def _looks_like_state(r: DataReader) -> bool:
-    try:
-        r.read_utf()
-        if not 0 <= r.read_i32() < len(BACKEND_STATE_TYPES):
-            return False
-        options = r.read_i32()
-        if not 0 <= options <= 64:
-            return False
-        if options:
-            return r.read_utf() in OPTION_KEYS
-        serializers = r.read_i32()
-        return 0 < serializers <= 8 and r.read_utf() in SERIALIZER_KEYS
-    except FormatError:
+@probe
+def _next_is_state(r: DataReader) -> bool:
+    """A state meta info: name, type ordinal, options, then a first serializer key."""
+    r.read_utf()
+    if not 0 <= r.read_i32() < len(BACKEND_STATE_TYPES):
         return False
+    options = r.read_i32()
+    if not 0 <= options <= _MAX_ENTRIES:
+        return False
+    if options:
+        return r.read_utf() in OPTION_KEYS
+    serializers = r.read_i32()
+    return 0 < serializers <= _MAX_ENTRIES and _next_is_serializer_key(r)
+
+
+def _next_is_state_list(end: Probe) -> Probe:
+    """An i16 state count, then the first state (or, for no states, `end`)."""
+
+    @probe
+    def check(r: DataReader) -> bool:
+        count = r.read_i16()
+        if count == 0:
+            return end(r)
+        return count > 0 and _next_is_state(r)
+
+    return check

@@ -1,0 +1,430 @@
+"""Key types: Java values ⇄ Flink's serialized bytes, Java `hashCode`, key groups, composite keys.
+
+Mirrors Flink's base serializers (`StringSerializer` via `StringValue.writeString`,
+`LongSerializer`, `IntSerializer`, …), `KeyGroupRangeAssignment`, `MathUtils.murmurHash` and
+`CompositeKeySerializationUtils` / `SerializedCompositeKeyBuilder`
+(flink-savepoint-format.md §4.6, §6.1–§6.3, §7). Key types are looked up by the key
+serializer's snapshot class name from the keyed-state header; anything else (tuples, POJOs,
+rows) hashes with user code and is deliberately not covered.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.errors import FormatError, UnsupportedError
+
+Buffer = bytes | bytearray | memoryview
+
+_M32 = 0xFFFFFFFF
+UPPER_BOUND_MAX_PARALLELISM = 1 << 15
+TIMER_TIMESTAMP_FLIP = 1 << 63  # TimerSerializer writes MathUtils.flipSignBit(timestamp)
+
+
+# --- Java hashCode -------------------------------------------------------------------------
+
+
+def _s32(value: int) -> int:
+    value &= _M32
+    return value - (1 << 32) if value & 0x80000000 else value
+
+
+def java_string_hash(text: str) -> int:
+    """`String.hashCode()`: 31-polynomial over UTF-16 code units, as a signed int."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for (unit,) in struct.iter_unpack(">H", units):
+        h = (31 * h + unit) & _M32
+    return _s32(h)
+
+
+def java_long_hash(value: int) -> int:
+    """`Long.hashCode(v)` = `(int) (v ^ (v >>> 32))`."""
+    value &= 0xFFFFFFFFFFFFFFFF
+    return _s32(value ^ (value >> 32))
+
+
+def java_double_bits(value: float) -> int:
+    """`Double.doubleToLongBits`: raw bits, every NaN collapsed to the canonical one."""
+    if math.isnan(value):
+        return 0x7FF8000000000000
+    return struct.unpack(">Q", struct.pack(">d", value))[0]
+
+
+def java_float_bits(value: float) -> int:
+    """`Float.floatToIntBits`: raw bits, every NaN collapsed to the canonical one."""
+    if math.isnan(value):
+        return 0x7FC00000
+    return struct.unpack(">I", struct.pack(">f", value))[0]
+
+
+# --- key groups (§6.1–§6.3) ----------------------------------------------------------------
+
+
+def _rotl32(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _M32
+
+
+def murmur_hash(code: int) -> int:
+    """`MathUtils.murmurHash(int)`: one murmur3 round plus finaliser, made non-negative."""
+    c = (code * 0xCC9E2D51) & _M32
+    c = (_rotl32(c, 15) * 0x1B873593) & _M32
+    c = (_rotl32(c, 13) * 5 + 0xE6546B64) & _M32
+    c ^= 4
+    c ^= c >> 16
+    c = (c * 0x85EBCA6B) & _M32
+    c ^= c >> 13
+    c = (c * 0xC2B2AE35) & _M32
+    c = _s32(c ^ (c >> 16))
+    if c >= 0:
+        return c
+    return 0 if c == -(1 << 31) else -c
+
+
+def assign_to_key_group(hash_code: int, max_parallelism: int) -> int:
+    """`KeyGroupRangeAssignment.computeKeyGroupForKeyHash`."""
+    if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise ValueError(f"max parallelism {max_parallelism} is outside 1..32768")
+    return murmur_hash(hash_code) % max_parallelism
+
+
+def key_group_prefix_bytes(max_parallelism: int) -> int:
+    """`computeRequiredBytesInKeyGroupPrefix`: 2 bytes once there are more than 128 groups."""
+    return 2 if max_parallelism > 128 else 1
+
+
+def key_group_prefix(key_group: int, prefix_bytes: int) -> bytes:
+    """The big-endian key-group prefix of a composite key."""
+    return key_group.to_bytes(prefix_bytes, "big")
+
+
+def with_key_group(
+    full_key: Buffer, old_prefix_bytes: int, key_group: int, prefix_bytes: int
+) -> bytes:
+    """`full_key` (flag cleared) with its key-group prefix replaced (width may change)."""
+    return key_group_prefix(key_group, prefix_bytes) + bytes(full_key[old_prefix_bytes:])
+
+
+# --- key types -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KeyType:
+    """How one key serializer writes values, and how Java hashes them."""
+
+    name: str  # the Java type: String, Long, …
+    serializer: str  # the serializer class, e.g. org.apache.flink…base.LongSerializer
+    fixed_length: int | None  # bytes per value, None when variable (TypeSerializer.getLength)
+    _read: Callable[[memoryview, int], tuple[Any, int]]
+    _write: Callable[[Any], bytes]
+    _hash: Callable[[Any], int]
+
+    def read(self, buf: Buffer, pos: int = 0) -> tuple[Any, int]:
+        """(value, end position) of the value serialized at `pos`."""
+        view = memoryview(buf)
+        try:
+            return self._read(view, pos)
+        except (IndexError, struct.error, UnicodeError, ValueError) as exc:
+            raise FormatError(f"cannot read a {self.name} key at offset {pos}: {exc}") from None
+
+    def write(self, value: Any) -> bytes:
+        try:
+            return self._write(value)
+        except (struct.error, OverflowError) as exc:
+            raise ValueError(f"{value!r} is not a valid {self.name}: {exc}") from None
+
+    def hash_code(self, value: Any) -> int:
+        """Java's `hashCode()` of the value, as a signed 32-bit int."""
+        if value is None:
+            raise UnsupportedError(f"a null {self.name} key has no hash code")
+        return self._hash(value)
+
+    def key_group(self, value: Any, max_parallelism: int) -> int:
+        return assign_to_key_group(self.hash_code(value), max_parallelism)
+
+
+def _fixed(fmt: str) -> tuple[Callable[[memoryview, int], tuple[Any, int]], Callable[[Any], bytes]]:
+    codec = struct.Struct(fmt)
+
+    def read(buf: memoryview, pos: int) -> tuple[Any, int]:
+        return codec.unpack_from(buf, pos)[0], pos + codec.size
+
+    return read, codec.pack
+
+
+# String: StringValue.writeString — varint(len + 1) then one varint per UTF-16 code unit, 7 bits
+# per byte, least significant first, high bit = more; length 0 means null.
+
+
+def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        byte = buf[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 35:
+            raise ValueError("varint longer than 5 bytes")
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def read_java_string(buf: Buffer, pos: int = 0) -> tuple[str | None, int]:
+    """A `StringValue`-encoded string (or None) and the position after it."""
+    return KEY_TYPES[_BASE + "StringSerializer"].read(buf, pos)
+
+
+def _read_string(view: memoryview, pos: int) -> tuple[str | None, int]:
+    length, pos = _read_varint(view, pos)
+    if length == 0:
+        return None, pos
+    count = length - 1
+    ascii_run = bytes(view[pos : pos + count])
+    if len(ascii_run) == count and ascii_run.isascii():  # every unit one byte: the common case
+        return ascii_run.decode("ascii"), pos + count
+    units = []
+    for _ in range(count):
+        unit, pos = _read_varint(view, pos)
+        if unit > 0xFFFF:
+            raise ValueError(f"character code {unit} does not fit a UTF-16 unit")
+        units.append(unit)
+    return struct.pack(f">{count}H", *units).decode("utf-16-be", "surrogatepass"), pos
+
+
+def write_java_string(text: str | None) -> bytes:
+    """`StringValue.writeString`."""
+    if text is None:
+        return b"\x00"
+    if text.isascii():
+        return _varint(len(text) + 1) + text.encode("ascii")
+    units = text.encode("utf-16-be", "surrogatepass")
+    out = bytearray(_varint(len(units) // 2 + 1))
+    for (unit,) in struct.iter_unpack(">H", units):
+        out += _varint(unit)
+    return bytes(out)
+
+
+def _read_bool(buf: memoryview, pos: int) -> tuple[bool, int]:
+    return buf[pos] != 0, pos + 1
+
+
+def _read_char(buf: memoryview, pos: int) -> tuple[str, int]:
+    return chr(struct.unpack_from(">H", buf, pos)[0]), pos + 2
+
+
+def _write_char(value: str) -> bytes:
+    units = value.encode("utf-16-be", "surrogatepass")
+    if len(units) != 2:
+        raise ValueError(f"{value!r} is not a single UTF-16 code unit")
+    return units
+
+
+def _read_double(buf: memoryview, pos: int) -> tuple[float, int]:
+    return struct.unpack_from(">d", buf, pos)[0], pos + 8
+
+
+def _read_float(buf: memoryview, pos: int) -> tuple[float, int]:
+    return struct.unpack_from(">f", buf, pos)[0], pos + 4
+
+
+_BASE = "org.apache.flink.api.common.typeutils.base."
+
+
+def _key_types() -> dict[str, KeyType]:
+    long_read, long_write = _fixed(">q")
+    int_read, int_write = _fixed(">i")
+    short_read, short_write = _fixed(">h")
+    byte_read, byte_write = _fixed(">b")
+    types = [
+        KeyType("String", _BASE + "StringSerializer", None, _read_string, write_java_string,
+                java_string_hash),
+        KeyType("Long", _BASE + "LongSerializer", 8, long_read, long_write, java_long_hash),
+        KeyType("Integer", _BASE + "IntSerializer", 4, int_read, int_write, _s32),
+        KeyType("Short", _BASE + "ShortSerializer", 2, short_read, short_write, int),
+        KeyType("Byte", _BASE + "ByteSerializer", 1, byte_read, byte_write, int),
+        KeyType("Boolean", _BASE + "BooleanSerializer", 1, _read_bool,
+                lambda v: b"\x01" if v else b"\x00", lambda v: 1231 if v else 1237),
+        KeyType("Character", _BASE + "CharSerializer", 2, _read_char, _write_char,
+                lambda v: struct.unpack(">H", _write_char(v))[0]),
+        # DataOutputStream.writeDouble/writeFloat use doubleToLongBits/floatToIntBits: NaN is
+        # always written canonically, and hashCode uses the same bits.
+        KeyType("Double", _BASE + "DoubleSerializer", 8, _read_double,
+                lambda v: java_double_bits(v).to_bytes(8, "big"),
+                lambda v: java_long_hash(java_double_bits(v))),
+        KeyType("Float", _BASE + "FloatSerializer", 4, _read_float,
+                lambda v: java_float_bits(v).to_bytes(4, "big"),
+                lambda v: _s32(java_float_bits(v))),
+    ]  # fmt: skip
+    return {t.serializer: t for t in types}
+
+
+KEY_TYPES: dict[str, KeyType] = _key_types()
+
+
+def key_type_for_serializer(class_name: str | None) -> KeyType | None:
+    """Key type of a serializer or snapshot class (`…LongSerializer$LongSerializerSnapshot`)."""
+    if not class_name:
+        return None
+    return KEY_TYPES.get(class_name.split("$", 1)[0])
+
+
+# Serialized namespace lengths of common namespace serializers (TypeSerializer.getLength() says
+# 0 for VoidNamespaceSerializer, yet it writes one zero byte).
+NAMESPACE_LENGTHS: dict[str, int] = {
+    "org.apache.flink.runtime.state.VoidNamespaceSerializer": 1,
+    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer": 1,
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer": 16,
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer": 1,
+}
+
+
+def namespace_length_for_serializer(class_name: str | None) -> int | None:
+    """Bytes per namespace of a namespace serializer (or snapshot) class; None: variable/unknown."""
+    if not class_name:
+        return None
+    for serializer, length in NAMESPACE_LENGTHS.items():
+        if class_name == serializer or class_name.startswith(serializer + "$"):
+            return length
+    key_type = key_type_for_serializer(class_name)
+    return key_type.fixed_length if key_type else None
+
+
+# --- composite keys (§4.6) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CompositeKey:
+    """The parts of one state entry's key (flag cleared)."""
+
+    key_group: int
+    timestamp: int | None  # timers only
+    key: Any
+    key_bytes: bytes  # ser(key), without prefix or length suffix
+    namespace_bytes: bytes  # ser(namespace), without length suffix
+    user_key_bytes: bytes  # MAP state only
+
+
+_VALUE_KINDS = frozenset({"VALUE", "LIST", "REDUCING", "AGGREGATING", "FOLDING"})
+
+
+def split_composite_key(
+    data: Buffer,
+    max_parallelism: int,
+    key_type: KeyType,
+    namespace: int | KeyType | None,
+    kind: str,
+) -> CompositeKey:
+    """Split a state entry's key into key group, timestamp, key, namespace and user key.
+
+    `namespace` is the namespace serializer's fixed length, or a reader for its values, or None
+    when it is variable-sized and unknown; `kind` is VALUE/LIST/REDUCING/AGGREGATING, MAP or
+    TIMERS.
+    """
+    view = memoryview(data)
+    prefix = key_group_prefix_bytes(max_parallelism)
+    if len(view) < prefix:
+        raise FormatError(
+            f"composite key of {len(view)} bytes is shorter than its key-group prefix"
+        )
+    key_group = int.from_bytes(view[:prefix], "big")
+    if key_group >= max_parallelism:
+        raise FormatError(
+            f"key group {key_group} in a key is not below max parallelism {max_parallelism}"
+        )
+    if kind == "TIMERS":
+        return _split_timer(view, prefix, key_group, key_type)
+    if kind not in _VALUE_KINDS and kind != "MAP":
+        raise UnsupportedError(f"cannot split the keys of {kind} state")
+    key, key_end = key_type.read(view, prefix)
+    ns_fixed = (
+        namespace if isinstance(namespace, int) or namespace is None else namespace.fixed_length
+    )
+    # Both serializers variable-sized ⇒ each part is followed by its length (writeVariableIntBytes).
+    ambiguous = key_type.fixed_length is None and ns_fixed is None
+    ns_start = key_end + _suffix_length(view, key_end, key_end - prefix) if ambiguous else key_end
+    rest = view[ns_start:]
+    ns_len, ns_end = _namespace_end(rest, namespace, ns_fixed, kind, ambiguous)
+    if kind != "MAP" and ns_end != len(rest):
+        raise FormatError(f"{len(rest) - ns_end} unexpected bytes after the namespace of a key")
+    return CompositeKey(
+        key_group,
+        None,
+        key,
+        bytes(view[prefix:key_end]),
+        bytes(rest[:ns_len]),
+        bytes(rest[ns_end:]) if kind == "MAP" else b"",
+    )
+
+
+def _namespace_end(
+    rest: memoryview, namespace: int | KeyType | None, fixed: int | None, kind: str, ambiguous: bool
+) -> tuple[int, int]:
+    """(namespace length, end including any length suffix) within `rest`."""
+    if fixed is not None:
+        if len(rest) < fixed:
+            raise FormatError(f"key ends inside its {fixed}-byte namespace")
+        return fixed, fixed
+    if isinstance(namespace, KeyType):
+        _, length = namespace.read(rest, 0)
+        return length, length + (_suffix_length(rest, length, length) if ambiguous else 0)
+    return _variable_namespace(rest, kind, ambiguous)
+
+
+def _split_timer(view: memoryview, prefix: int, key_group: int, key_type: KeyType) -> CompositeKey:
+    # TimerSerializer: i64 flipped timestamp, key, namespace — no length suffixes.
+    if len(view) < prefix + 8:
+        raise FormatError("timer key ends inside its timestamp")
+    timestamp = int.from_bytes(view[prefix : prefix + 8], "big") ^ TIMER_TIMESTAMP_FLIP
+    if timestamp >= TIMER_TIMESTAMP_FLIP:  # back to a signed long
+        timestamp -= 1 << 64
+    key, key_end = key_type.read(view, prefix + 8)
+    return CompositeKey(
+        key_group, timestamp, key, bytes(view[prefix + 8 : key_end]), bytes(view[key_end:]), b""
+    )
+
+
+def _variable_int_bytes(value: int) -> int:
+    """How many bytes `writeVariableIntBytes(value)` writes (at least one)."""
+    return max(1, (value.bit_length() + 7) // 8)
+
+
+def _suffix_length(view: memoryview, pos: int, length: int) -> int:
+    count = _variable_int_bytes(length)
+    stored = view[pos : pos + count]
+    if len(stored) != count or int.from_bytes(stored, "little") != length:
+        raise FormatError(f"length suffix at offset {pos} does not match the key's {length} bytes")
+    return count
+
+
+def _variable_namespace(rest: memoryview, kind: str, ambiguous: bool) -> tuple[int, int]:
+    """(namespace length, end incl. suffix) when the namespace serializer is variable-sized."""
+    if not ambiguous:  # fixed-length key, variable namespace: no suffix, namespace runs to the end
+        if kind == "MAP":
+            raise UnsupportedError("cannot split a variable-length namespace from a map user key")
+        return len(rest), len(rest)
+    # The namespace is followed by its length; find every split that is self-consistent.
+    candidates = [
+        (n, n + _variable_int_bytes(n))
+        for n in range(len(rest))
+        if n + _variable_int_bytes(n) <= len(rest)
+        and int.from_bytes(rest[n : n + _variable_int_bytes(n)], "little") == n
+        and (kind == "MAP" or n + _variable_int_bytes(n) == len(rest))
+    ]
+    if len(candidates) != 1:
+        raise UnsupportedError(
+            f"cannot tell the namespace from the user key ({len(candidates)} possible splits)"
+        )
+    return candidates[0]

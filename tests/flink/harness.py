@@ -1,0 +1,570 @@
+"""Real Apache Flink for tests: install the jars, compile the test jobs, write and restore savepoints.
+
+Stdlib only. Everything heavy lives in the git-ignored ``<repo>/.cache/flink/``:
+
+* ``<version>/pyflink/lib/*.jar`` — ``pip install --no-deps --target`` of ``apache-flink-libraries``;
+* ``classes-<hash>/`` — the Java programs of ``tests/flink/src`` compiled with ``javac``; the hash
+  covers the sources and the Flink version, so they recompile only when those change.
+
+Two Java programs run Flink in-process on a MiniCluster (see tests/flink/README.md):
+
+* ``FixtureJob`` writes a savepoint (or retains a checkpoint) of a deterministic job and a
+  ``manifest.json`` with exactly the state in it;
+* ``RestoreCheck`` restores any number of savepoints into the same topology in one JVM and dumps
+  what every operator restored, in the manifest's dump schema.
+
+CLI: ``python -m tests.flink.harness regenerate [--out tests/fixtures] [--only NAME ...]``
+regenerates every committed fixture in one JVM; ``verify`` restores them and compares;
+``ensure`` installs the jars and compiles; ``restore PATH=P[,maxp=M] ...`` prints a summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CACHE = REPO / ".cache" / "flink"
+SOURCES = HERE / "src"
+LOG4J_CONFIG = HERE / "log4j2.properties"
+FIXTURES = REPO / "tests" / "fixtures"
+FLINK_VERSION = "2.3.0"
+MAIN_PACKAGE = "statectl.flinkjobs"
+
+# Where the retained-checkpoint fixture is generated: `_metadata` of a checkpoint holds absolute
+# paths, so the fixture is generated into a fixed directory (recorded in its manifest) and
+# `checkpoint_in_place` puts a copy back there before Flink restores it.
+CHECKPOINT_BASE = Path(tempfile.gettempdir()) / "statectl-flink-checkpoints"
+CHECKPOINT_JOB_ID = "5374617465637463686b707400000001"
+
+# Flink on Java 17 needs these (same set as Flink's own launch scripts).
+JVM_OPTIONS = [
+    "-Xmx2g",
+    "-XX:+UseSerialGC",
+    "-XX:TieredStopAtLevel=1",
+    "--add-exports=java.base/sun.net.util=ALL-UNNAMED",
+    "--add-exports=java.rmi/sun.rmi.registry=ALL-UNNAMED",
+    "--add-exports=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-opens=java.base/java.net=ALL-UNNAMED",
+    "--add-opens=java.base/java.io=ALL-UNNAMED",
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+    "--add-opens=java.base/java.text=ALL-UNNAMED",
+    "--add-opens=java.base/java.time=ALL-UNNAMED",
+    "--add-opens=java.base/java.util=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+    "--add-opens=java.base/java.util.concurrent.locks=ALL-UNNAMED",
+]
+
+# The committed fixtures (tests/fixtures/<name>/): FixtureJob parameters on top of DEFAULTS.
+DEFAULTS: dict[str, Any] = {
+    "backend": "hashmap",
+    "format": "CANONICAL",
+    "parallelism": 2,
+    "max_parallelism": 128,
+    "compression": False,
+    "inline": False,
+    "incremental": False,
+    "mode": "savepoint",
+}
+FIXTURE_PARAMS: dict[str, dict[str, Any]] = {
+    "hashmap_canonical_files": {},
+    "hashmap_canonical_inline": {"inline": True},
+    "rocksdb_canonical": {"backend": "rocksdb"},
+    "hashmap_compressed": {"compression": True},
+    "hashmap_maxp300": {"max_parallelism": 300},
+    "hashmap_p4": {"parallelism": 4},
+    "rocksdb_native_full": {"backend": "rocksdb", "format": "NATIVE", "incremental": False},
+    "rocksdb_native_incremental": {"backend": "rocksdb", "format": "NATIVE", "incremental": True},
+    "rocksdb_retained_checkpoint": {
+        "backend": "rocksdb",
+        "incremental": True,
+        "mode": "checkpoint",
+        "checkpoint_base": str(CHECKPOINT_BASE / "rocksdb_retained_checkpoint"),
+        "job_id": CHECKPOINT_JOB_ID,
+    },
+}
+
+
+class FlinkError(RuntimeError):
+    """A Java program of the harness failed (not: a restore failed — that is a result entry)."""
+
+
+# --------------------------------------------------------------------------- jars and classes
+
+
+@contextlib.contextmanager
+def _lock(name: str):
+    """An exclusive file lock under the cache, so parallel test workers install/compile once."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path = CACHE / f".{name}.lock"
+    with open(path, "w") as handle:
+        try:
+            import fcntl
+
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        except ImportError:  # pragma: no cover - not POSIX
+            pass
+        yield
+
+
+def flink_lib(version: str = FLINK_VERSION) -> Path:
+    return CACHE / version / "pyflink" / "lib"
+
+
+def ensure_flink(version: str = FLINK_VERSION) -> Path:
+    """The folder with flink-dist-<version>.jar, pip-installed into the cache when missing."""
+    lib = flink_lib(version)
+    if (lib / f"flink-dist-{version}.jar").is_file():
+        return lib
+    with _lock(f"install-{version}"):
+        if (lib / f"flink-dist-{version}.jar").is_file():
+            return lib
+        target = CACHE / version
+        staging = CACHE / f".install-{version}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        cmd = [
+            sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "--no-deps", "--target", str(staging), f"apache-flink-libraries=={version}",
+        ]  # fmt: skip
+        print(f"installing Flink {version} jars: {' '.join(cmd)}", file=sys.stderr)
+        subprocess.run(cmd, check=True)
+        if not (staging / "pyflink" / "lib" / f"flink-dist-{version}.jar").is_file():
+            raise FlinkError(f"apache-flink-libraries=={version} has no flink-dist jar")
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(staging, target)
+    return lib
+
+
+def classpath_jars(version: str = FLINK_VERSION) -> list[Path]:
+    lib = ensure_flink(version)
+    jars = [lib / f"flink-dist-{version}.jar"]
+    for prefix in ("log4j-api-", "log4j-core-", "log4j-slf4j-impl-", "log4j-1.2-api-"):
+        jars.extend(sorted(lib.glob(f"{prefix}*.jar")))
+    return jars
+
+
+def _tool(name: str) -> str:
+    home = os.environ.get("JAVA_HOME")
+    if home and (Path(home) / "bin" / name).exists():
+        return str(Path(home) / "bin" / name)
+    found = shutil.which(name)
+    if not found:
+        raise FlinkError(f"`{name}` not found: install a JDK (17) or set JAVA_HOME")
+    return found
+
+
+def _sources() -> list[Path]:
+    return sorted(SOURCES.rglob("*.java"))
+
+
+def compile_jobs(version: str = FLINK_VERSION) -> Path:
+    """The compiled test programs: .cache/flink/classes-<hash of sources and Flink version>."""
+    jars = classpath_jars(version)
+    digest = hashlib.sha256(version.encode())
+    for source in _sources():
+        digest.update(str(source.relative_to(SOURCES)).encode() + b"\0")
+        digest.update(source.read_bytes() + b"\0")
+    out = CACHE / f"classes-{digest.hexdigest()[:16]}"
+    if (out / ".complete").exists():
+        return out
+    with _lock("compile"):
+        if (out / ".complete").exists():
+            return out
+        staging = CACHE / f".classes-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        cmd = [
+            _tool("javac"), "-encoding", "UTF-8", "-nowarn", "-Xlint:none", "-d", str(staging),
+            "-cp", os.pathsep.join(map(str, jars)), *map(str, _sources()),
+        ]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise FlinkError(f"javac failed:\n{proc.stdout}\n{proc.stderr}")
+        (staging / ".complete").touch()
+        shutil.rmtree(out, ignore_errors=True)
+        os.replace(staging, out)
+    return out
+
+
+def _log_file(main: str) -> Path:
+    """A fresh log file for one JVM run under .cache/flink/logs/ (the newest 30 are kept)."""
+    logs = CACHE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for old in sorted(logs.glob("*.log"), key=lambda p: p.stat().st_mtime)[:-30]:
+        old.unlink(missing_ok=True)
+    return logs / f"{main}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def _run_java(main: str, args: list[str], *, timeout: float, echo: bool = False) -> str:
+    classes = compile_jobs()
+    log = _log_file(main)
+    cmd = [
+        _tool("java"), *JVM_OPTIONS, f"-Dlog4j.configurationFile={LOG4J_CONFIG}",
+        f"-Dstatectl.flink.log={log}", "-Dlog4j2.disable.jmx=true",
+        "-cp", os.pathsep.join([str(classes), *map(str, classpath_jars())]),
+        f"{MAIN_PACKAGE}.{main}", *args,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=None if echo else subprocess.PIPE, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        tail = "" if echo else "\n".join((proc.stderr or "").splitlines()[-60:])
+        raise FlinkError(f"{main} exited with {proc.returncode} (Flink log: {log}):\n{tail}")
+    return proc.stdout
+
+
+# --------------------------------------------------------------------------- writing fixtures
+
+
+def fixture_spec(out_dir: str | Path, **params: Any) -> dict[str, Any]:
+    unknown = set(params) - set(DEFAULTS) - {"checkpoint_base", "job_id"}
+    if unknown:
+        raise TypeError(f"unknown FixtureJob parameters: {sorted(unknown)}")
+    spec = {**DEFAULTS, **params, "out": str(Path(out_dir).resolve())}
+    spec["format"] = str(spec["format"]).upper()
+    if spec["mode"] == "checkpoint" and not spec.get("checkpoint_base"):
+        # The checkpoint's `_metadata` points at files under checkpoint_base: keep it outside
+        # the (deleted) JVM work dir so checkpoint_in_place finds it.
+        digest = hashlib.sha256(spec["out"].encode()).hexdigest()[:12]
+        spec["checkpoint_base"] = str(CHECKPOINT_BASE / f"adhoc-{digest}")
+    return spec
+
+
+def write_fixtures(specs: list[dict[str, Any]], *, echo: bool = False) -> list[Path]:
+    """Runs FixtureJob for every spec (see `fixture_spec`) in one JVM; returns manifest paths."""
+    if not specs:
+        return []
+    with tempfile.TemporaryDirectory(prefix="statectl-fixturejob-") as tmp:
+        spec_file = Path(tmp) / "specs.json"
+        spec_file.write_text(json.dumps(specs, indent=1))
+        _run_java("FixtureJob", [str(spec_file)], timeout=300 + 120 * len(specs), echo=echo)
+    manifests = [Path(spec["out"]) / "manifest.json" for spec in specs]
+    for manifest in manifests:
+        if not manifest.is_file():
+            raise FlinkError(f"FixtureJob wrote no {manifest}")
+    return manifests
+
+
+def write_fixture(out_dir: str | Path, **params: Any) -> Path:
+    """Runs the fixture job once into out_dir and returns its manifest.json path.
+
+    params: backend (hashmap|rocksdb), format (CANONICAL|NATIVE), parallelism, max_parallelism,
+    compression, inline, incremental, mode (savepoint|checkpoint), checkpoint_base, job_id.
+    """
+    return write_fixtures([fixture_spec(out_dir, **params)])[0]
+
+
+# --------------------------------------------------------------------------- restoring
+
+
+@dataclasses.dataclass
+class RestoreRequest:
+    """Restore `path` (savepoint dir, its _metadata, or a chk-N dir) at `parallelism`.
+
+    backend None: rocksdb if the snapshot has RocksDB native handles, else hashmap.
+    rename: uid in the snapshot -> uid in the restoring job; drop: uids left out of the job
+    (then set allow_non_restored if their state is still in the snapshot).
+    """
+
+    path: str | Path
+    parallelism: int
+    max_parallelism: int | None = None
+    backend: str | None = None
+    rename: dict[str, str] = dataclasses.field(default_factory=dict)
+    drop: list[str] = dataclasses.field(default_factory=list)
+    allow_non_restored: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["path"] = str(Path(self.path).resolve())
+        return data
+
+
+def restore_check(items: list[RestoreRequest], *, echo: bool = False) -> list[dict[str, Any]]:
+    """Restores every request in one JVM; one result per request, in order.
+
+    A result: {"request", "ok", "error" (message chain or None), "error_chain", "state" (the dump
+    schema, None on error), "restored_flags" {uid: bool}, "backend", "backend_classes", "seconds"}.
+    """
+    if not items:
+        return []
+    with tempfile.TemporaryDirectory(prefix="statectl-restorecheck-") as tmp:
+        requests = Path(tmp) / "requests.json"
+        requests.write_text(json.dumps([item.to_json() for item in items], indent=1))
+        out = Path(tmp) / "results.json"
+        _run_java(
+            "RestoreCheck", [str(out), f"@{requests}"], timeout=300 + 120 * len(items), echo=echo
+        )
+        results = json.loads(out.read_text())
+    if len(results) != len(items):
+        raise FlinkError(f"RestoreCheck returned {len(results)} results for {len(items)} requests")
+    return results
+
+
+# --------------------------------------------------------------------------- fixtures on disk
+
+
+def load_manifest(fixture_dir: str | Path) -> dict[str, Any]:
+    return json.loads((Path(fixture_dir) / "manifest.json").read_text())
+
+
+def snapshot_path(fixture_dir: str | Path) -> Path:
+    """The savepoint (or chk-N) directory of a fixture. For a retained checkpoint this is the copy
+    inside the fixture, whose `_metadata` points at the original location; see checkpoint_in_place."""
+    return Path(fixture_dir) / load_manifest(fixture_dir)["path"]
+
+
+def checkpoint_in_place(fixture_dir: str | Path) -> Path:
+    """For a retained-checkpoint fixture: make sure the checkpoint exists at the absolute location
+    its `_metadata` refers to (copying the fixture's `checkpoint/` there if needed) and return the
+    chk-N directory there, ready for Flink to restore. Other fixtures: their savepoint path."""
+    manifest = load_manifest(fixture_dir)
+    if manifest.get("mode") != "checkpoint":
+        return snapshot_path(fixture_dir)
+    original = Path(manifest["checkpoint"]["original_dir"])
+    source = Path(fixture_dir) / "checkpoint"
+    relative_chk = Path(manifest["path"]).relative_to("checkpoint")
+    with _lock("checkpoint-in-place"):
+        if not _same_tree(source, original):
+            shutil.rmtree(original, ignore_errors=True)
+            shutil.copytree(source, original)
+            for name in manifest["checkpoint"]["files"]:
+                if name.endswith("/"):  # empty directories git does not keep (taskowned/)
+                    (original / name).mkdir(parents=True, exist_ok=True)
+    return original / relative_chk
+
+
+def _same_tree(a: Path, b: Path) -> bool:
+    if not b.is_dir():
+        return False
+    files_a = {p.relative_to(a): p.stat().st_size for p in a.rglob("*") if p.is_file()}
+    files_b = {p.relative_to(b): p.stat().st_size for p in b.rglob("*") if p.is_file()}
+    return files_a == files_b
+
+
+def regenerate(out: str | Path = FIXTURES, only: list[str] | None = None) -> list[Path]:
+    """Rewrites tests/fixtures/<name>/ for every fixture (or `only` those), in one JVM."""
+    out = Path(out).resolve()
+    names = only or list(FIXTURE_PARAMS)
+    unknown = set(names) - set(FIXTURE_PARAMS)
+    if unknown:
+        raise SystemExit(f"unknown fixtures: {sorted(unknown)}; known: {list(FIXTURE_PARAMS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".regenerate-", dir=out))
+    try:
+        specs = [fixture_spec(staging / name, **FIXTURE_PARAMS[name]) for name in names]
+        write_fixtures(specs, echo=True)
+        for name in names:
+            shutil.rmtree(out / name, ignore_errors=True)
+            os.replace(staging / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return [out / name / "manifest.json" for name in names]
+
+
+# --------------------------------------------------------------------------- comparing
+
+
+def compare(written: dict[str, Any], restored: dict[str, Any], manifest_operators: list[dict[str, Any]]) -> list[str]:  # fmt: skip
+    """Differences between a manifest's state and a RestoreCheck state (empty list: equal).
+
+    Keyed entries and timers: the union over subtasks must be equal (no key twice). SPLIT list
+    elements: equal as multisets. UNION: every restored subtask holds the whole written union.
+    BROADCAST: every restored subtask holds the written map. No unreachable/misplaced keys.
+    """
+    problems: list[str] = []
+    for op in manifest_operators:
+        uid, states = op["uid"], op["states"]
+        if not states:
+            continue
+        w = written["operators"].get(uid, {}).get("subtasks", {})
+        r = restored["operators"].get(uid, {}).get("subtasks", {})
+        if not r:
+            problems.append(f"{uid}: nothing restored")
+            continue
+        for index, sub in r.items():
+            for check in ("unreachable", "misplaced"):
+                if sub.get(check):
+                    problems.append(f"{uid}[{index}] {check}: {sub[check][:5]}")
+        if any(s["scope"] == "keyed" for s in states):
+            for section in ("keyed", "timers"):
+                mw, mr = _union(w, section, problems, uid), _union(r, section, problems, uid)
+                if mw != mr:
+                    problems.append(f"{uid}: {section} differ: {_diff(mw, mr)}")
+        for state in states:
+            name, mode = state["name"], state["mode"]
+            if mode == "SPLIT_DISTRIBUTE":
+                ew, er = _elements(w, name), _elements(r, name)
+                if ew != er:
+                    problems.append(f"{uid}/{name}: written {sorted(ew.elements())} restored {sorted(er.elements())}")  # fmt: skip
+            elif mode == "UNION":
+                everything = _elements(w, name)
+                for index, sub in r.items():
+                    seen = Counter(sub.get("operator", {}).get(name, []))
+                    if seen != everything:
+                        problems.append(f"{uid}[{index}]/{name}: {sorted(seen.elements())} != {sorted(everything.elements())}")  # fmt: skip
+            elif mode == "BROADCAST":
+                maps = [sub.get("broadcast", {}).get(name) for sub in w.values()]
+                if any(m != maps[0] for m in maps):
+                    problems.append(f"{uid}/{name}: written subtasks differ")
+                for index, sub in r.items():
+                    if sub.get("broadcast", {}).get(name) != maps[0]:
+                        problems.append(f"{uid}[{index}]/{name}: {sub.get('broadcast')} != {maps[0]}")  # fmt: skip
+    return problems
+
+
+def keyed_union(
+    dump: dict[str, Any], uid: str, section: str = "keyed"
+) -> dict[str, dict[str, Any]]:
+    """state (or timer kind) -> key -> value over all subtasks of `uid` in a dump."""
+    problems: list[str] = []
+    merged = _union(dump["operators"].get(uid, {}).get("subtasks", {}), section, problems, uid)
+    if problems:
+        raise AssertionError("; ".join(problems))
+    return merged
+
+
+def _union(subtasks: dict[str, Any], section: str, problems: list[str], uid: str) -> dict[str, Any]:
+    merged: dict[str, dict[str, Any]] = {}
+    for index, sub in subtasks.items():
+        for state, entries in sub.get(section, {}).items():
+            target = merged.setdefault(state, {})
+            for key, value in entries.items():
+                if key in target:
+                    problems.append(f"{uid}[{index}] {section}/{state}: key {key!r} twice")
+                target[key] = value
+    return merged
+
+
+def _elements(subtasks: dict[str, Any], name: str) -> Counter:
+    found: Counter = Counter()
+    for sub in subtasks.values():
+        found.update(sub.get("operator", {}).get(name, []))
+    return found
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> str:
+    out = []
+    for state in sorted(set(a) | set(b)):
+        x, y = a.get(state, {}), b.get(state, {})
+        missing = sorted(set(x) - set(y))[:5]
+        extra = sorted(set(y) - set(x))[:5]
+        changed = sorted(k for k in set(x) & set(y) if x[k] != y[k])[:5]
+        if missing or extra or changed:
+            out.append(f"{state}: missing {missing} extra {extra} changed {changed}")
+    return "; ".join(out)
+
+
+def verify(fixtures: str | Path = FIXTURES, parallelisms: tuple[int, ...] = (1, 3)) -> int:
+    """Restores every fixture at its own parallelism and at `parallelisms`; prints differences."""
+    fixtures = Path(fixtures)
+    dirs = sorted(p.parent for p in fixtures.glob("*/manifest.json"))
+    requests, labels = [], []
+    for d in dirs:
+        manifest = load_manifest(d)
+        path = checkpoint_in_place(d)
+        for p in sorted({manifest["parallelism"], *parallelisms}):
+            requests.append(RestoreRequest(path, p, backend=manifest["backend"]))
+            labels.append((d.name, p, manifest))
+    started = time.monotonic()
+    results = restore_check(requests, echo=True)
+    bad = 0
+    for (name, p, manifest), result in zip(labels, results, strict=True):
+        if not result["ok"]:
+            problems = [result["error"]]
+        else:
+            problems = compare(manifest["state"], result["state"], manifest["operators"])
+        bad += bool(problems)
+        status = "ok" if not problems else "MISMATCH\n    " + "\n    ".join(problems)
+        print(f"{name} p={p}: {status} ({result['seconds']}s)")
+    print(f"{len(results)} restores in {time.monotonic() - started:.1f}s, {bad} bad")
+    return 1 if bad else 0
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _parse_restore_arg(arg: str) -> RestoreRequest:
+    if "," in arg:
+        head, _, rest = arg.partition(",")
+        path, _, p = head.rpartition("=")
+        opts = dict(o.split("=", 1) for o in rest.split(",") if o)
+    else:
+        path, _, p = arg.rpartition("=")
+        opts = {}
+    request = RestoreRequest(path, int(p))
+    if "maxp" in opts:
+        request.max_parallelism = int(opts.pop("maxp"))
+    if "backend" in opts:
+        request.backend = opts.pop("backend")
+    if opts:
+        raise SystemExit(f"unknown options {sorted(opts)} in {arg}")
+    return request
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.flink.harness", description=__doc__.split("\n\n")[0])  # fmt: skip
+    sub = parser.add_subparsers(dest="command", required=True)
+    ensure = sub.add_parser("ensure", help="install the Flink jars and compile the test programs")
+    ensure.add_argument("--version", default=FLINK_VERSION)
+    regen = sub.add_parser("regenerate", help="regenerate the committed fixtures (one JVM)")
+    regen.add_argument("--out", default=str(FIXTURES))
+    regen.add_argument("--only", nargs="*", help="fixture names (default: all)")
+    ver = sub.add_parser("verify", help="restore every fixture with Flink and compare")
+    ver.add_argument("--fixtures", default=str(FIXTURES))
+    ver.add_argument("--parallelism", type=int, nargs="*", default=[1, 3])
+    restore = sub.add_parser("restore", help="RestoreCheck: PATH=P[,maxp=M][,backend=B] ...")
+    restore.add_argument("requests", nargs="+")
+    restore.add_argument("--json", help="write the full results here")
+    args = parser.parse_args(argv)
+
+    started = time.monotonic()
+    if args.command == "ensure":
+        lib = ensure_flink(args.version)
+        classes = compile_jobs(args.version)
+        print(f"{lib}\n{classes}")
+    elif args.command == "regenerate":
+        for manifest in regenerate(args.out, args.only):
+            size = sum(p.stat().st_size for p in manifest.parent.rglob("*") if p.is_file())
+            print(f"{manifest.parent}: {size / 1024:.0f} KiB")
+        print(f"regenerated in {time.monotonic() - started:.1f}s")
+    elif args.command == "verify":
+        return verify(args.fixtures, tuple(args.parallelism))
+    elif args.command == "restore":
+        results = restore_check([_parse_restore_arg(a) for a in args.requests], echo=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1, ensure_ascii=False))
+        for result in results:
+            req = result["request"]
+            line = f"{req['path']} p={req['parallelism']}: "
+            if result["ok"]:
+                ops = result["state"]["operators"]
+                bad = sum(len(s.get("unreachable", [])) + len(s.get("misplaced", [])) for o in ops.values() for s in o["subtasks"].values())  # fmt: skip
+                line += f"restored ({result['backend']}), {bad} unreachable/misplaced"
+            else:
+                line += "FAILED: " + result["error_chain"][-1]
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
