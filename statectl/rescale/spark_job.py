@@ -47,13 +47,14 @@ def spark_session(
     log_config = Path(__file__).with_name("log4j2.properties")
     settings = {
         **_QUIET_CONF,
-        "spark.pyspark.python": sys.executable,
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config.as_uri()}",
         **(conf or {}),
     }
     if master.startswith("local"):
-        # An embedded session talks to nothing but itself.
+        # An embedded session talks to nothing but itself, and its Python workers must see
+        # the driver's packages: PySpark otherwise starts whatever `python3` is on PATH.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings.setdefault("spark.driver.host", "127.0.0.1")
         settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
     for key, value in settings.items():
