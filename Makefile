@@ -19,6 +19,8 @@ $(STAMP): pyproject.toml
 
 demo: setup
 	$(VENV)/bin/statectl inspect $(DEMO_SAVEPOINT)
+	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_OUT) --parallelism 3 --overwrite
+	$(VENV)/bin/statectl inspect $(DEMO_OUT)
 
 test: setup flink-jars
 	$(PY) -m pytest

@@ -31,3 +31,13 @@ def flink_dist() -> Path:
 
     lib = harness.ensure_flink()
     return next(lib.glob("flink-dist-*.jar"))
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one embedded SparkSession of the test session; `rescale()` picks it up as active."""
+    from statectl.rescale.spark_job import spark_session
+
+    session = spark_session("local[2]")
+    yield session
+    session.stop()
