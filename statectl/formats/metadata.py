@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from statectl.errors import FormatError, UnsupportedError
+from statectl.formats import java_serialization
 from statectl.formats.handles import (
     ByteStreamHandle,
     ChangelogByteIncrementHandle,
@@ -122,6 +123,36 @@ def read_metadata(data: bytes | bytearray | memoryview) -> CheckpointMetadata:
     return _MetadataReader(reader, version).read()
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotKind:
+    """What the CheckpointProperties tail says: a savepoint (with its format) or a checkpoint."""
+
+    savepoint: bool
+    format: str | None  # CANONICAL / NATIVE for savepoints
+
+
+def snapshot_kind(properties: bytes) -> SnapshotKind | None:
+    """Decoded from the V4+ tail; None for V3 (no tail)."""
+    if not properties:
+        return None
+    (root,) = java_serialization.read_object_stream(properties)[:1]
+    checkpoint_type = getattr(root, "fields", {}).get("checkpointType")
+    fields = getattr(checkpoint_type, "fields", {})
+    is_savepoint = getattr(checkpoint_type, "class_name", "").endswith(".SavepointType")
+    return SnapshotKind(is_savepoint, fields.get("formatType") if is_savepoint else None)
+
+
+def _check_properties(properties: bytes, offset: int) -> None:
+    """The tail runs to EOF, so a cut there is only visible by parsing it."""
+    try:
+        objects = java_serialization.read_object_stream(properties)
+    except FormatError as exc:
+        raise FormatError(f"checkpoint properties at offset {offset}: {exc}") from None
+    if len(objects) != 1:
+        count = len(objects)
+        raise FormatError(f"checkpoint properties at offset {offset}: {count} objects, not 1")
+
+
 class _MetadataReader:
     def __init__(self, reader: DataReader, version: int) -> None:
         self.r = reader
@@ -134,7 +165,11 @@ class _MetadataReader:
             raise FormatError(f"negative checkpoint id {checkpoint_id} at offset {r.pos - 8}")
         master_states = self._list(self._master_state, "master states")
         operators = self._list(self._operator_state, "operator states")
-        properties = r.read_rest() if self.version >= 4 else b""
+        properties = b""
+        if self.version >= 4:
+            start = r.pos
+            properties = r.read_rest()
+            _check_properties(properties, start)
         if self.version == 3 and not r.at_end():
             raise FormatError(f"{r.remaining()} unexpected bytes after the last operator")
         return CheckpointMetadata(self.version, checkpoint_id, master_states, operators, properties)

@@ -33,9 +33,18 @@ from statectl.formats.metadata import (
     OperatorState,
     SubtaskState,
     read_metadata,
+    snapshot_kind,
     write_metadata,
 )
-from tests.conftest import fixture_names, fixture_savepoint
+from tests.conftest import fixture_names, fixture_savepoint, load_manifest
+
+# The Java-serialized CheckpointProperties tails real Flink wrote (savepoint and checkpoint).
+REAL_PROPERTIES = sorted(
+    {
+        read_metadata((fixture_savepoint(n) / "_metadata").read_bytes()).properties
+        for n in fixture_names()
+    }
+)
 
 # --- strategies -------------------------------------------------------------------------
 
@@ -154,7 +163,7 @@ def metadata(draw: st.DrawFn) -> CheckpointMetadata:
             draw(st.lists(st.builds(MasterState, ints, texts, st.binary(max_size=8)), max_size=2))
         ),
         tuple(draw(st.lists(operator, max_size=3))),
-        draw(st.binary(max_size=32)) if version >= 4 else b"",
+        draw(st.sampled_from(REAL_PROPERTIES)) if version >= 4 else b"",
     )
 
 
@@ -180,12 +189,19 @@ def test_real_fixture_round_trips_byte_for_byte(name: str) -> None:
 @pytest.mark.parametrize("name", fixture_names())
 def test_real_fixture_truncated_anywhere_raises_a_format_error(name: str) -> None:
     data = (fixture_savepoint(name) / "_metadata").read_bytes()
-    md = read_metadata(data)
-    tail = len(md.properties)
-    # Anywhere before the opaque CheckpointProperties tail, a cut is detected.
-    for cut in range(len(data) - tail):
+    for cut in range(len(data)):  # the properties tail included: it is parsed to its end
         with pytest.raises(FormatError):
             read_metadata(data[:cut])
+
+
+@pytest.mark.parametrize("name", fixture_names())
+def test_properties_tail_says_what_the_snapshot_is(name: str) -> None:
+    manifest = load_manifest(name)
+    md = read_metadata((fixture_savepoint(name) / "_metadata").read_bytes())
+    kind = snapshot_kind(md.properties)
+    assert kind is not None
+    assert kind.savepoint == (manifest["mode"] == "savepoint")
+    assert kind.format == (manifest["format"] if kind.savepoint else None)
 
 
 @settings(max_examples=300)
@@ -221,7 +237,11 @@ def test_unknown_version() -> None:
 
 def _one_subtask_with_keyed_code(code: int) -> bytes:
     md = CheckpointMetadata(
-        6, 1, (), (OperatorState(b"\x01" * 16, 1, 128, None, (SubtaskState(0),)),), b""
+        6,
+        1,
+        (),
+        (OperatorState(b"\x01" * 16, 1, 128, None, (SubtaskState(0),)),),
+        REAL_PROPERTIES[0],
     )
     data = bytearray(write_metadata(md))
     # magic, version, checkpoint id, 0 masters, 1 operator, name "", uid "", id, parallelism,
