@@ -46,6 +46,7 @@ def summary_to_json(summary: SavepointSummary) -> dict[str, Any]:
         "location": summary.location,
         "metadata_version": summary.metadata_version,
         "checkpoint_id": summary.checkpoint_id,
+        "snapshot": summary.snapshot,
         "operators": [_operator_json(op, summary.deep) for op in summary.operators],
     }
 
@@ -90,7 +91,7 @@ def _operator_json(op: OperatorSummary, deep: bool) -> dict[str, Any]:
 
 def print_summary(summary: SavepointSummary) -> None:
     stdout.print(
-        f"[bold]{summary.location}[/]  metadata v{summary.metadata_version}, "
+        f"[bold]{summary.location}[/]  {summary.snapshot}, metadata v{summary.metadata_version}, "
         f"checkpoint {summary.checkpoint_id}, {len(summary.operators)} operators"
     )
     stdout.print(_operators_table(summary))

@@ -20,7 +20,7 @@ from statectl.formats.handles import (
     OperatorStateHandle,
     stream_size,
 )
-from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.formats.metadata import OperatorState, SubtaskState, snapshot_kind
 from statectl.savepoint.model import Savepoint, StateStream
 
 _BLOCK_BATCH_BYTES = 32 << 20
@@ -69,6 +69,7 @@ class SavepointSummary:
     location: str
     metadata_version: int
     checkpoint_id: int
+    snapshot: str  # "savepoint (CANONICAL)", "savepoint (NATIVE)", "checkpoint" or "unknown"
     operators: tuple[OperatorSummary, ...]
     deep: bool = False
     notes: tuple[str, ...] = field(default=())
@@ -80,6 +81,7 @@ def summarize(sp: Savepoint, operator: str | None = None, deep: bool = False) ->
         location=sp.directory.url,
         metadata_version=sp.metadata.version,
         checkpoint_id=sp.metadata.checkpoint_id,
+        snapshot=_snapshot(sp),
         operators=tuple(summarize_operator(sp, op, deep) for op in ops),
         deep=deep,
     )
@@ -247,3 +249,10 @@ def _operator_states(subtasks: tuple[SubtaskState, ...]) -> tuple[StateSummary, 
         )
         for name, mode in modes.items()
     )
+
+
+def _snapshot(sp: Savepoint) -> str:
+    kind = snapshot_kind(sp.metadata.properties)
+    if kind is None:
+        return "unknown"
+    return f"savepoint ({kind.format})" if kind.savepoint else "checkpoint"

@@ -66,6 +66,10 @@ def test_inspect_json_matches_manifest(name: str, capsys: pytest.CaptureFixture[
     manifest = load_manifest(name)
     report = inspect_json(fixture_savepoint(name), capsys)
     assert report["checkpoint_id"] == manifest["checkpoint_id"]
+    expected = (
+        f"savepoint ({manifest['format']})" if manifest["mode"] == "savepoint" else "checkpoint"
+    )
+    assert report["snapshot"] == expected
     assert_matches_manifest(report, manifest)
 
 
