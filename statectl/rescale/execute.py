@@ -15,7 +15,8 @@ from typing import Any, BinaryIO
 from statectl.errors import StatectlError
 from statectl.formats import keyed_blocks, snappy_framed
 from statectl.formats.handles import OperatorStateOffsets
-from statectl.rescale.plan import BlockRun, KeyedTarget, OperatorTarget, SubtaskTarget
+from statectl.rescale.plan import BlockRun, KeyedTarget, NativeRun, OperatorTarget, SubtaskTarget
+from statectl.savepoint import native
 from statectl.savepoint.model import StateStream
 from statectl.savepoint.storage import Location, locate
 
@@ -143,6 +144,8 @@ def _write_keyed(target: KeyedTarget, output: Location, name: str) -> WrittenKey
         out.write(target.header)
         for run in target.runs:
             _write_run(out, run, offsets, first, target.compressed)
+        for native_run in target.native:
+            _write_native_run(out, native_run, offsets, first)
     finally:
         size = out.close()
     return WrittenKeyed(name, size, first, tuple(offsets))
@@ -166,6 +169,16 @@ def _write_run(
             out.write(keyed_blocks.remap_state_ids(block, mapping, compressed))
         except StatectlError as exc:
             raise exc.with_source(f"{run.source.description} (key group {key_group})") from None
+
+
+def _write_native_run(
+    out: _Output, run: NativeRun, offsets: list[int], first_key_group: int
+) -> None:
+    """Canonical blocks built from a RocksDB instance (opened on this executor's local disk)."""
+    blocks = native.read_blocks(run.instance, run.states, run.first, run.last, run.prefix_bytes)
+    for key_group, block in blocks:
+        offsets[key_group - first_key_group] = out.pos
+        out.write(block)
 
 
 def _write_operator(target: OperatorTarget, output: Location, name: str) -> WrittenOperator:

@@ -26,7 +26,7 @@ from statectl.formats.handles import (
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.rescale.execute import CopyResult, CopyTask, Result, SubtaskResult, Task
 from statectl.rescale.plan import RescalePlan
-from statectl.savepoint import writer
+from statectl.savepoint import native, writer
 from statectl.savepoint.model import Savepoint, describe_operator
 
 ProgressCallback = Callable[[int, int], None]
@@ -85,7 +85,12 @@ def assemble(
             operators.append(
                 dataclasses.replace(op, parallelism=op_plan.new_parallelism, subtasks=subtasks)
             )
-    return dataclasses.replace(plan.source.metadata, operators=tuple(operators))
+    metadata = plan.source.metadata
+    if any(t.keyed and t.keyed.native for p in plan.operators for t in p.targets or ()):
+        # Native keyed state was converted: the output is a CANONICAL savepoint.
+        properties = native.canonical_savepoint_properties(metadata.properties)
+        metadata = dataclasses.replace(metadata, properties=properties)
+    return dataclasses.replace(metadata, operators=tuple(operators))
 
 
 def _subtask_state(result: SubtaskResult) -> SubtaskState:

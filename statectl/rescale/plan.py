@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
-from statectl.formats import keyed_blocks, operator_state, state_headers
+from statectl.formats import java_types, keyed_blocks, operator_state, state_headers
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
@@ -21,7 +21,12 @@ from statectl.formats.handles import (
 )
 from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.rescale.key_groups import check_parallelism, key_group_range
-from statectl.rescale.operator_state_plan import StateAssignment, assign_operator_state
+from statectl.rescale.operator_state_plan import (
+    ElementSource,
+    StateAssignment,
+    assign_operator_state,
+)
+from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 
 
@@ -45,14 +50,30 @@ class BlockRun:
 
 
 @dataclass(frozen=True, slots=True)
+class NativeRun:
+    """Key groups `first..last` of one RocksDB instance, read and written as canonical blocks.
+
+    `states` maps the instance's column families to state ids of the new header, by id.
+    """
+
+    instance: native.NativeInstance
+    first: int
+    last: int
+    states: tuple[tuple[str, int], ...]
+    prefix_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class KeyedTarget:
     key_groups: tuple[int, int]
     header: bytes
     compressed: bool
     runs: tuple[BlockRun, ...]
+    native: tuple[NativeRun, ...] = ()  # RocksDB instances converted to canonical blocks
 
     @property
     def size(self) -> int:
+        """Bytes known before writing (native runs are only known once converted)."""
         return len(self.header) + sum(run.size for run in self.runs)
 
 
@@ -115,12 +136,18 @@ class RescalePlan:
 def plan_rescale(
     sp: Savepoint, parallelism: int | None, overrides: Mapping[str, int] | None = None
 ) -> RescalePlan:
-    """New parallelism per stateful operator: `overrides` (uid or id → N), else `parallelism`."""
+    """New parallelism per stateful operator: `overrides` (uid or id → N), else `parallelism`.
+
+    Operators with RocksDB native keyed state are always planned (converted to canonical state),
+    at their own parallelism when no new one is given: the output is a CANONICAL savepoint.
+    """
     wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
     plans = []
     for op in sp.operators:
         new_parallelism = wanted.get(op.operator_id, parallelism)
-        if new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
+        if has_native_keyed_state(op):
+            plans.append(plan_operator(sp, op, new_parallelism or op.parallelism))
+        elif new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
             plans.append(OperatorPlan(op, op.parallelism, None))
         else:
             plans.append(plan_operator(sp, op, new_parallelism))
@@ -134,6 +161,14 @@ def has_state(op: OperatorState) -> bool:
         or s.raw_keyed_state
         or s.raw_operator_state
         for s in op.subtasks or ()
+    )
+
+
+def has_native_keyed_state(op: OperatorState) -> bool:
+    return any(
+        isinstance(s.managed_keyed_state, IncrementalKeyedHandle)
+        for s in op.subtasks or ()
+        if not s.finished
     )
 
 
@@ -166,21 +201,25 @@ def _subtasks_by_index(op: OperatorState, where: str) -> list[SubtaskState | Non
 
 
 def _refuse_unsupported(subtasks: Sequence[SubtaskState | None], where: str) -> None:
+    kinds = set()
     for subtask in subtasks:
         if subtask is None:
             continue
         if subtask.raw_keyed_state or subtask.raw_operator_state:
             raise UnsupportedError(f"operator {where} has raw state, which statectl cannot rescale")
         keyed = subtask.managed_keyed_state
-        if isinstance(keyed, IncrementalKeyedHandle):
-            raise UnsupportedError(
-                f"operator {where} has RocksDB native state; take a CANONICAL savepoint instead"
-            )
-        if keyed is not None and not isinstance(keyed, KeyGroupsHandle):
+        if keyed is not None:
+            kinds.add(type(keyed))
+        if keyed is not None and not isinstance(keyed, KeyGroupsHandle | IncrementalKeyedHandle):
             raise UnsupportedError(
                 f"operator {where} has {type(keyed).__name__} keyed state (changelog), "
                 "which statectl cannot rescale; take a CANONICAL savepoint instead"
             )
+    if len(kinds) > 1:
+        raise UnsupportedError(
+            f"operator {where} mixes canonical and RocksDB native keyed state; "
+            "take a CANONICAL savepoint instead"
+        )
 
 
 # --- keyed state -------------------------------------------------------------------------
@@ -196,6 +235,8 @@ class _OldKeyedFile:
 def _plan_keyed(
     sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
 ) -> list[KeyedTarget] | None:
+    if has_native_keyed_state(op):
+        return _plan_native_keyed(sp, op, subtasks, new_parallelism)
     old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
     if not old_files:
         return None
@@ -290,6 +331,52 @@ def _common_header(
     return old_files[widest].header, identity
 
 
+def _plan_native_keyed(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[KeyedTarget] | None:
+    """Each new subtask reads the instances whose key-group ranges intersect its range (§5.3)."""
+    where = describe_operator(op)
+    instances = []
+    for subtask in subtasks:
+        if subtask is not None and isinstance(subtask.managed_keyed_state, IncrementalKeyedHandle):
+            instance = native.native_instance(
+                sp, subtask.managed_keyed_state, f"operator {where} subtask {subtask.index}"
+            )
+            instances.append((instance, *native.meta_header(instance)))
+    if not instances:
+        return None
+    header, header_info = max(((h, i) for _, h, i in instances), key=lambda hi: len(hi[1].states))
+    ids = {state.name: i for i, state in enumerate(header_info.states)}
+    for instance, _, info in instances:
+        missing = [s.name for s in info.states if s.name not in ids]
+        if info.key_serializer != header_info.key_serializer or missing:
+            raise UnsupportedError(
+                f"operator {where}: subtasks registered different keyed states or key "
+                f"serializers ({', '.join(missing) or 'key serializer'})",
+                instance.description,
+            )
+    header = state_headers.set_keyed_header_compression(header, False)
+    prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
+    ordered = sorted(instances, key=lambda x: x[0].key_groups or (-1, -1))
+    targets = []
+    for index in range(new_parallelism):
+        first, last = key_group_range(op.max_parallelism, new_parallelism, index)
+        runs = []
+        for instance, _, info in ordered:
+            owned = instance.key_groups
+            if owned is None or owned[1] < first or owned[0] > last:
+                continue
+            states = tuple(sorted(((s.name, ids[s.name]) for s in info.states), key=_by_id))
+            start, end = max(first, owned[0]), min(last, owned[1])
+            runs.append(NativeRun(instance, start, end, states, prefix_bytes))
+        targets.append(KeyedTarget((first, last), header, False, (), tuple(runs)))
+    return targets
+
+
+def _by_id(state: tuple[str, int]) -> int:
+    return state[1]
+
+
 # --- operator state ----------------------------------------------------------------------
 
 
@@ -302,8 +389,21 @@ def _plan_operator_state(
         return None
     files = [_OldOperatorFile.read(sp, h) if h else None for h in handles]
     header = next(f.header for f in files if f is not None)
-    assignments = assign_operator_state(handles, new_parallelism)
+    if new_parallelism == len(handles):  # a conversion: Flink would keep every element in place
+        assignments = _in_place(handles)
+    else:
+        assignments = assign_operator_state(handles, new_parallelism)
     return [OperatorTarget(header, _shares(share, files)) for share in assignments]
+
+
+def _in_place(handles: Sequence[OperatorStateHandle | None]) -> list[list[StateAssignment]]:
+    return [
+        [
+            StateAssignment(s.name, s.mode, (ElementSource(i, 0, len(s.offsets)),))
+            for s in (handle.states if handle else ())
+        ]
+        for i, handle in enumerate(handles)
+    ]
 
 
 @dataclass(frozen=True, slots=True)
