@@ -8,6 +8,7 @@ callback fed by Spark's status tracker.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import shutil
@@ -70,7 +71,10 @@ def spark_session(
 def _ship_package(session: SparkSession) -> None:
     """Put `statectl` on the executors' Python path (its dependencies must be installed there)."""
     package_dir = Path(__file__).resolve().parents[1]
-    archive_base = Path(tempfile.mkdtemp(prefix="statectl-pyfiles-")) / "statectl"
+    scratch = Path(tempfile.mkdtemp(prefix="statectl-pyfiles-"))
+    # The driver serves the zip from here for as long as the session lives: remove it at exit.
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    archive_base = scratch / "statectl"
     archive = shutil.make_archive(str(archive_base), "zip", package_dir.parent, package_dir.name)
     session.sparkContext.addPyFile(archive)
 
