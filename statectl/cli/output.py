@@ -17,11 +17,11 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from statectl.savepoint.summary import OperatorSummary, SavepointSummary
+from statectl.savepoint.summary import OperatorSummary, SavepointSummary, SubtaskSummary
 
 if TYPE_CHECKING:
     from statectl.rescale.job import RescaleReport
-    from statectl.rescale.plan import OperatorPlan, RescalePlan
+    from statectl.rescale.plan import KeyedTarget, OperatorPlan, RescalePlan
 
 stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)
@@ -75,18 +75,31 @@ def _operator_json(op: OperatorSummary, deep: bool) -> dict[str, Any]:
         "key_serializer": op.key_serializer,
         "coordinator_bytes": op.coordinator_bytes,
         "states": states,
-        "subtasks": [
-            {
-                "index": s.index,
-                "key_groups": list(s.key_groups) if s.key_groups else None,
-                "keyed_bytes": s.keyed_bytes,
-                "operator_bytes": s.operator_bytes,
-                "keyed_format": s.keyed_format,
-                "finished": s.finished,
-            }
-            for s in op.subtasks
-        ],
+        "subtasks": [_subtask_json(s) for s in op.subtasks],
     }
+
+
+def _subtask_json(s: SubtaskSummary) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "index": s.index,
+        "key_groups": list(s.key_groups) if s.key_groups else None,
+        "keyed_bytes": s.keyed_bytes,
+        "operator_bytes": s.operator_bytes,
+        "keyed_format": s.keyed_format,
+        "finished": s.finished,
+    }
+    if s.native is not None:  # RocksDB native handles only
+        entry["native"] = {
+            "checkpoint_id": s.native.checkpoint_id,
+            "backend_id": s.native.backend_id,
+            "meta_bytes": s.native.meta_bytes,
+            "column_families": list(s.native.column_families),
+            "files": [
+                {"name": f.name, "kind": f.kind, "shared": f.shared, "bytes": f.bytes}
+                for f in s.native.files
+            ],
+        }
+    return entry
 
 
 def print_summary(summary: SavepointSummary) -> None:
@@ -146,6 +159,25 @@ def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
             human_bytes(s.operator_bytes),
         )
     stdout.print(subtasks)
+    if any(s.native for s in op.subtasks):
+        _print_native_files(op)
+
+
+def _print_native_files(op: OperatorSummary) -> None:
+    """Per RocksDB instance: its files, shared (across checkpoints) or private, and sizes."""
+    table = Table(title=f"{op.uid or op.id}: RocksDB native files", title_justify="left")
+    for column in ("subtask", "file", "kind", "scope"):
+        table.add_column(column)
+    table.add_column("bytes", justify="right")
+    for s in op.subtasks:
+        if s.native is None:
+            continue
+        for f in s.native.files:
+            scope = "shared" if f.shared else "private"
+            table.add_row(str(s.index), f.name, f.kind, scope, human_bytes(f.bytes))
+    stdout.print(table)
+    families = next(s.native.column_families for s in op.subtasks if s.native)
+    stdout.print(f"column families: {', '.join(families) or '-'}")
 
 
 # --- rescale -----------------------------------------------------------------------------
@@ -215,6 +247,7 @@ def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
                     for run in (keyed.runs if keyed else ())
                 ],
                 "keyed_bytes": keyed.size if keyed else 0,
+                **({"native_sources": _native_sources(keyed)} if keyed and keyed.native else {}),
                 "operator_state": {
                     share.name: {"mode": share.mode.name, "elements": len(share.elements)}
                     for share in (target.operator.states if target.operator else ())
@@ -223,6 +256,20 @@ def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
             }
         )
     return entry
+
+
+def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
+    """RocksDB instances a new subtask reads (its keyed bytes are known only once written)."""
+    return [
+        {
+            "instance": run.instance.description,
+            "backend_id": run.instance.backend_id,
+            "key_groups": [run.first, run.last],
+            "files": len(run.instance.files),
+            "instance_bytes": run.instance.size,
+        }
+        for run in keyed.native
+    ]
 
 
 def print_plan(plan: RescalePlan) -> None:
@@ -240,8 +287,14 @@ def print_plan(plan: RescalePlan) -> None:
         for sub in entry["subtasks"]:
             key_groups = "{}–{}".format(*sub["key_groups"]) if sub["key_groups"] else "-"
             sources = "\n".join(
-                f"{s['file'].rsplit('/', 1)[-1]} [{s['start']}, {s['end']})"
-                for s in sub["keyed_sources"]
+                [
+                    f"{s['file'].rsplit('/', 1)[-1]} [{s['start']}, {s['end']})"
+                    for s in sub["keyed_sources"]
+                ]
+                + [
+                    "RocksDB {}…: key groups {}–{}".format(s["backend_id"][:8], *s["key_groups"])
+                    for s in sub.get("native_sources", ())
+                ]
             )
             states = "\n".join(
                 f"{n} ({v['mode']}): {v['elements']}" for n, v in sub["operator_state"].items()
@@ -282,5 +335,7 @@ def print_rescale_report(report: RescaleReport) -> None:
             if op.rescaled
             else f"{op.old_parallelism} (kept)"
         )
+        if op.rescaled and op.old_parallelism == op.new_parallelism:
+            change = f"{op.old_parallelism} (native → canonical)"
         table.add_row(op.uid or op.id, change, str(op.files), human_bytes(op.bytes))
     stdout.print(table)

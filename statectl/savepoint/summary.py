@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from statectl.errors import StatectlError
-from statectl.formats import keyed_blocks, state_headers
+from statectl.formats import java_types, keyed_blocks, state_headers
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
@@ -21,6 +21,7 @@ from statectl.formats.handles import (
     stream_size,
 )
 from statectl.formats.metadata import OperatorState, SubtaskState, snapshot_kind
+from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint, StateStream
 
 _BLOCK_BATCH_BYTES = 32 << 20
@@ -37,6 +38,25 @@ class StateSummary:
 
 
 @dataclass(frozen=True)
+class NativeFileSummary:
+    name: str  # local name inside the RocksDB instance, e.g. 000019.sst
+    kind: str  # SST, MANIFEST, CURRENT, OPTIONS, OTHER
+    shared: bool  # shared (incremental: reused across checkpoints) or private
+    bytes: int
+
+
+@dataclass(frozen=True)
+class NativeSummary:
+    """A RocksDB instance behind a native keyed handle (§5.1)."""
+
+    checkpoint_id: int
+    backend_id: str
+    meta_bytes: int
+    files: tuple[NativeFileSummary, ...]
+    column_families: tuple[str, ...]  # one per state, named by it
+
+
+@dataclass(frozen=True)
 class SubtaskSummary:
     index: int
     key_groups: tuple[int, int] | None
@@ -44,6 +64,7 @@ class SubtaskSummary:
     operator_bytes: int
     keyed_format: str | None  # "canonical" | "native" | None
     finished: bool = False
+    native: NativeSummary | None = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +110,7 @@ def summarize(sp: Savepoint, operator: str | None = None, deep: bool = False) ->
 
 def summarize_operator(sp: Savepoint, op: OperatorState, deep: bool) -> OperatorSummary:
     subtasks = op.subtasks or ()
-    keyed = _keyed_states(sp, subtasks, deep)
+    keyed = _keyed_states(sp, subtasks, deep, op.max_parallelism)
     return OperatorSummary(
         id=op.operator_id_hex,
         uid=op.uid,
@@ -99,12 +120,12 @@ def summarize_operator(sp: Savepoint, op: OperatorState, deep: bool) -> Operator
         finished=op.subtasks is None,
         coordinator_bytes=stream_size(op.coordinator_state),
         states=keyed.states + _operator_states(subtasks),
-        subtasks=tuple(_subtask_summary(s) for s in subtasks),
+        subtasks=tuple(_subtask_summary(sp, s) for s in subtasks),
         key_serializer=keyed.key_serializer,
     )
 
 
-def _subtask_summary(subtask: SubtaskState) -> SubtaskSummary:
+def _subtask_summary(sp: Savepoint, subtask: SubtaskState) -> SubtaskSummary:
     keyed = subtask.managed_keyed_state
     return SubtaskSummary(
         index=subtask.index,
@@ -114,6 +135,21 @@ def _subtask_summary(subtask: SubtaskState) -> SubtaskSummary:
         + operator_handle_bytes(subtask.raw_operator_state),
         keyed_format=_keyed_format(keyed),
         finished=subtask.finished,
+        native=_native_summary(sp, keyed) if isinstance(keyed, IncrementalKeyedHandle) else None,
+    )
+
+
+def _native_summary(sp: Savepoint, handle: IncrementalKeyedHandle) -> NativeSummary:
+    size = stream_size
+    files = tuple(
+        NativeFileSummary(f.local_path, native.file_kind(f.local_path), shared, size(f.handle))
+        for shared, group in ((True, handle.shared), (False, handle.private))
+        for f in sorted(group, key=lambda f: f.local_path)
+    )
+    header = keyed_header(sp, handle)
+    families = tuple(header.state_names()) if header else ()
+    return NativeSummary(
+        handle.checkpoint_id, handle.backend_id, stream_size(handle.meta), files, families
     )
 
 
@@ -163,7 +199,9 @@ def keyed_header(sp: Savepoint, handle: KeyedHandle) -> state_headers.KeyedState
         raise exc.with_source(stream.description) from None
 
 
-def _keyed_states(sp: Savepoint, subtasks: tuple[SubtaskState, ...], deep: bool) -> _KeyedStates:
+def _keyed_states(
+    sp: Savepoint, subtasks: tuple[SubtaskState, ...], deep: bool, max_parallelism: int
+) -> _KeyedStates:
     kinds: dict[str, str] = {}
     entries: Counter[str] = Counter()
     key_serializer = None
@@ -177,6 +215,10 @@ def _keyed_states(sp: Savepoint, subtasks: tuple[SubtaskState, ...], deep: bool)
             kinds.setdefault(state.name, state.kind)
         if deep and isinstance(handle, KeyGroupsHandle):
             entries.update(_count_canonical_entries(sp, handle, header))
+        elif deep and isinstance(handle, IncrementalKeyedHandle):
+            instance = native.native_instance(sp, handle, f"subtask {subtask.index}")
+            prefix_bytes = java_types.key_group_prefix_bytes(max_parallelism)
+            entries.update(native.count_entries(instance, prefix_bytes))
     states = tuple(
         StateSummary(name, "keyed", kind, None, entries.get(name, 0) if deep else None)
         for name, kind in kinds.items()

@@ -292,10 +292,16 @@ class RestoreRequest:
     rename: dict[str, str] = dataclasses.field(default_factory=dict)
     drop: list[str] = dataclasses.field(default_factory=list)
     allow_non_restored: bool = False
+    # Optional: once restored, take a savepoint (NATIVE or CANONICAL) of the restored job into
+    # this directory; the result's "savepoint" is its path (e.g. a savepoint Flink rescaled).
+    savepoint_dir: str | Path | None = None
+    savepoint_format: str = "NATIVE"
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
         data["path"] = str(Path(self.path).resolve())
+        if self.savepoint_dir is not None:
+            data["savepoint_dir"] = str(Path(self.savepoint_dir).resolve())
         return data
 
 

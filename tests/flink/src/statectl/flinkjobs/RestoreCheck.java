@@ -2,6 +2,7 @@ package statectl.flinkjobs;
 
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.core.execution.SavepointFormatType;
 import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
@@ -32,7 +33,9 @@ import java.util.concurrent.TimeUnit;
  * <p>Usage: {@code RestoreCheck out.json REQUEST...} where REQUEST is either
  * {@code <path>=<parallelism>[,maxp=M][,backend=hashmap|rocksdb][,rename=old:new;old:new][,drop=uid;uid][,allow_non_restored=true]}
  * or {@code @requests.json} (a list of objects with keys path, parallelism, max_parallelism,
- * backend, rename {old: new}, drop [uid], allow_non_restored).
+ * backend, rename {old: new}, drop [uid], allow_non_restored, and optionally savepoint_dir and
+ * savepoint_format (NATIVE|CANONICAL, default NATIVE): take a savepoint of the restored job there,
+ * reported as "savepoint" in the result).
  *
  * <p>Writes a JSON list, one result per request, in order: {"request", "ok", "error",
  * "error_chain", "state" (dump schema), "restored_flags", "backend_classes", "seconds"}. A
@@ -148,12 +151,40 @@ public final class RestoreCheck {
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);
         try {
             Flink.await(cluster, jobId, () -> Control.restoredCount() >= expectedDumps, 180_000, "restored state dumps");
+            String savepointDir = (String) request.get("savepoint_dir");
+            if (savepointDir != null) {
+                result.put("savepoint", takeSavepoint(cluster, jobId, savepointDir, (String) request.get("savepoint_format")));
+            }
         } finally {
             Flink.cancelAndWait(cluster, jobId);
         }
         result.put("state", Control.assemble(Control.restored));
         result.put("restored_flags", new TreeMap<>(Control.restoredFlags));
         result.put("backend_classes", new ArrayList<>(new java.util.TreeSet<>(Control.backendClasses)));
+    }
+
+    /**
+     * Optional: once restored, a savepoint of the restored job (e.g. NATIVE after a rescale in
+     * Flink) into dir; returns its path. Retried while tasks are still starting.
+     */
+    private static String takeSavepoint(MiniCluster cluster, JobID jobId, String dir, String format)
+            throws Exception {
+        SavepointFormatType type = SavepointFormatType.valueOf(format == null ? "NATIVE" : format.toUpperCase());
+        String target = Paths.get(dir).toAbsolutePath().toUri().toString();
+        for (int attempt = 0; ; attempt++) {
+            try {
+                String pointer = cluster.triggerSavepoint(jobId, target, false, type).get(120, TimeUnit.SECONDS);
+                return Paths.get(java.net.URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer)).toString();
+            } catch (Exception e) {
+                String text = String.join(" ", Flink.causes(e));
+                if (attempt < 50 && (text.contains("not all required tasks are currently running")
+                        || text.contains("NOT_ALL_REQUIRED_TASKS_RUNNING") || text.contains("not running"))) {
+                    Thread.sleep(100);
+                    continue;
+                }
+                throw e;
+            }
+        }
     }
 
     /** rocksdb when the snapshot has RocksDB native handles (code 11), else hashmap. */
@@ -181,6 +212,8 @@ public final class RestoreCheck {
         r.put("rename", new TreeMap<String, String>());
         r.put("drop", new ArrayList<String>());
         r.put("allow_non_restored", false);
+        r.put("savepoint_dir", null);
+        r.put("savepoint_format", null);
         return r;
     }
 
@@ -251,6 +284,12 @@ public final class RestoreCheck {
         }
         if (n.hasNonNull("allow_non_restored")) {
             r.put("allow_non_restored", n.get("allow_non_restored").asBoolean());
+        }
+        if (n.hasNonNull("savepoint_dir")) {
+            r.put("savepoint_dir", n.get("savepoint_dir").asText());
+        }
+        if (n.hasNonNull("savepoint_format")) {
+            r.put("savepoint_format", n.get("savepoint_format").asText());
         }
         return r;
     }
