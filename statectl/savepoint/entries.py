@@ -1,0 +1,273 @@
+"""The logical entries of a savepoint's state, independent of parallelism and file layout.
+
+Shared by `diff` and `export`. Keyed state: every entry of every CANONICAL key-group block
+(flink-savepoint-format.md §4.4), with its state (from the file's header, §4.2), key group,
+composite key (§4.6) and value. Operator state: every list element, and each broadcast state's
+map (§3.3). RocksDB native and changelog keyed state, and raw state, raise `UnsupportedError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from statectl.errors import StatectlError, UnsupportedError
+from statectl.formats import keyed_blocks, operator_state, state_headers
+from statectl.formats.handles import (
+    DistributionMode,
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
+from statectl.formats.java_types import (
+    key_group_prefix_bytes,
+    key_type_for_serializer,
+    namespace_length_for_serializer,
+    split_composite_key,
+)
+from statectl.formats.metadata import OperatorState
+from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
+from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
+from statectl.savepoint.model import Savepoint, StateStream, describe_operator
+from statectl.savepoint.summary import iter_blocks
+
+OPERATOR_KINDS = {
+    DistributionMode.SPLIT_DISTRIBUTE: "LIST",
+    DistributionMode.UNION: "UNION",
+    DistributionMode.BROADCAST: "BROADCAST",
+}
+_TIMESTAMP_BYTES = 8
+
+
+def operator_label(op: OperatorState) -> str:
+    """How an operator is named in reports and exports: its uid, or its hex id."""
+    return op.uid or op.operator_id_hex
+
+
+# --- keyed state -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyedFile:
+    """One subtask's CANONICAL keyed-state stream (picklable: it travels to Spark executors)."""
+
+    operator_id: str
+    operator: str
+    subtask: int
+    max_parallelism: int
+    handle: KeyGroupsHandle
+    stream: StateStream
+
+    def header(self) -> KeyedStateHeader:
+        length = keyed_blocks.header_length(self.handle.offsets, self.stream.size)
+        try:
+            return state_headers.parse_keyed_header(self.stream.read(0, length))
+        except StatectlError as exc:
+            raise exc.with_source(self.stream.description) from None
+
+    def spans(self) -> list[keyed_blocks.BlockSpan]:
+        try:
+            return keyed_blocks.block_spans(
+                self.handle.start_key_group, self.handle.offsets, self.stream.size
+            )
+        except StatectlError as exc:
+            raise exc.with_source(self.stream.description) from None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedEntry:
+    state: StateMetaInfo
+    key_group: int
+    key: bytes  # the composite key: flag cleared, key-group prefix included
+    value: bytes
+
+
+def check_readable(op: OperatorState) -> None:
+    """Refuse what statectl cannot read entry by entry (yet), naming the operator."""
+    where = describe_operator(op)
+    for subtask in op.subtasks or ():
+        if subtask.finished:
+            continue
+        if subtask.raw_keyed_state is not None or subtask.raw_operator_state is not None:
+            raise UnsupportedError(f"operator {where} has raw state, which statectl cannot read")
+        keyed = subtask.managed_keyed_state
+        if isinstance(keyed, IncrementalKeyedHandle):
+            raise UnsupportedError(
+                f"operator {where} has RocksDB native keyed state, which statectl cannot read "
+                "entry by entry yet; take a CANONICAL savepoint instead"
+            )
+        if keyed is not None and not isinstance(keyed, KeyGroupsHandle):
+            raise UnsupportedError(
+                f"operator {where} has {type(keyed).__name__} keyed state (changelog), which "
+                "statectl cannot read; take a CANONICAL savepoint instead"
+            )
+
+
+def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedFile]:
+    check_readable(op)
+    files = []
+    for subtask in sp.subtasks(op):
+        handle = subtask.managed_keyed_state
+        if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
+            stream = sp.stream(handle.delegate)
+            files.append(
+                KeyedFile(
+                    op.operator_id_hex,
+                    operator_label(op),
+                    subtask.index,
+                    op.max_parallelism,
+                    handle,
+                    stream,
+                )
+            )
+    return files
+
+
+def iter_keyed_entries(
+    file: KeyedFile,
+    key_groups: tuple[int, int] | None = None,
+    header: KeyedStateHeader | None = None,
+) -> Iterator[KeyedEntry]:
+    """Every entry of `file` (only key groups in the inclusive range `key_groups`, if given)."""
+    header = header or file.header()
+    states = header.states
+    for span, block in iter_blocks(file.stream, file.handle):
+        if key_groups and not key_groups[0] <= span.key_group <= key_groups[1]:
+            continue
+        try:
+            for entry in keyed_blocks.iter_entries(block, header.compressed, len(states)):
+                yield KeyedEntry(states[entry.state_id], span.key_group, entry.key, entry.value)
+        except StatectlError as exc:
+            where = f"{file.stream.description} (key group {span.key_group})"
+            raise exc.with_source(where) from None
+
+
+@dataclass(frozen=True, slots=True)
+class KeyParts:
+    """A composite key split into its parts; None where the serializers do not tell."""
+
+    key_group: int
+    key: bytes
+    namespace: bytes | None
+    user_key: bytes | None
+    timestamp: int | None
+
+
+def split_key(entry: KeyedEntry, max_parallelism: int, codec: StateCodec) -> KeyParts:
+    """Split a keyed entry's composite key (§4.6); unknown key types split as far as possible."""
+    kind = entry.state.kind
+    namespace = _namespace_serializer(entry.state)
+    ns_length = namespace_length_for_serializer(namespace)
+    if codec.key is not None and kind in _SPLITTABLE:
+        ns_type = key_type_for_serializer(namespace)
+        parts = split_composite_key(
+            entry.key, max_parallelism, codec.key, ns_length if ns_length else ns_type, kind
+        )
+        user_key = parts.user_key_bytes if kind == "MAP" else None
+        return KeyParts(
+            parts.key_group, parts.key_bytes, parts.namespace_bytes, user_key, parts.timestamp
+        )
+    return _split_unknown_key(entry, max_parallelism, ns_length)
+
+
+_SPLITTABLE = frozenset({"VALUE", "LIST", "REDUCING", "AGGREGATING", "MAP", "TIMERS"})
+
+
+def _namespace_serializer(state: StateMetaInfo) -> str | None:
+    if state.kind == "TIMERS":
+        timer = state.value_serializer
+        if timer and timer.class_name == TIMER_SNAPSHOT and len(timer.nested) == 2:
+            return timer.nested[1].class_name
+        return None
+    snapshot = state.namespace_serializer
+    return snapshot.class_name if snapshot else None
+
+
+def _split_unknown_key(entry: KeyedEntry, max_parallelism: int, ns_length: int | None) -> KeyParts:
+    """Without a key reader: the key runs up to a fixed-length namespace (or to the end)."""
+    prefix = key_group_prefix_bytes(max_parallelism)
+    rest = entry.key[prefix:]
+    timestamp = None
+    if entry.state.kind == "TIMERS" and len(rest) >= _TIMESTAMP_BYTES:
+        flipped = int.from_bytes(rest[:_TIMESTAMP_BYTES], "big") ^ (1 << 63)
+        timestamp = flipped - (1 << 64) if flipped >= 1 << 63 else flipped
+        rest = rest[_TIMESTAMP_BYTES:]
+    if entry.state.kind != "MAP" and ns_length is not None and len(rest) >= ns_length:
+        key_end = len(rest) - ns_length
+        return KeyParts(entry.key_group, rest[:key_end], rest[key_end:], None, timestamp)
+    return KeyParts(entry.key_group, rest, None, None, timestamp)
+
+
+def codecs_for(header: KeyedStateHeader) -> dict[str, StateCodec]:
+    return {s.name: keyed_codec(s, header.key_serializer_snapshot) for s in header.states}
+
+
+# --- operator state --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorElement:
+    state: str
+    kind: str  # LIST (split), UNION or BROADCAST
+    subtask: int
+    value: bytes  # a list element, or a broadcast state's whole map
+    meta: StateMetaInfo | None  # from the file's header, when it parses
+
+
+@dataclass(frozen=True)
+class OperatorFile:
+    """One subtask's operator-state stream (picklable: it travels to Spark executors)."""
+
+    operator_id: str
+    operator: str
+    subtask: int
+    handle: OperatorStateHandle
+    stream: StateStream
+
+    def elements(self) -> Iterator[OperatorElement]:
+        """Every list element and broadcast map of the file, state by state."""
+        stream = self.stream
+        try:
+            data = stream.read()  # one subtask's operator state: small by design in Flink
+            layout = operator_state.file_layout(self.handle.states, stream.size, data)
+            header = state_headers.parse_operator_header(data[: layout.header_length])
+            metas = {s.name: s for s in header.states}
+            for state in layout.states:
+                kind = OPERATOR_KINDS[state.mode]
+                for start, end in state.spans:
+                    value = operator_state.element_bytes(data[start:end], layout.compressed)
+                    meta = metas.get(state.name)
+                    yield OperatorElement(state.name, kind, self.subtask, value, meta)
+        except StatectlError as exc:
+            raise exc.with_source(stream.description) from None
+
+
+def operator_files(sp: Savepoint, op: OperatorState) -> list[OperatorFile]:
+    check_readable(op)
+    files = []
+    for subtask in sp.subtasks(op):
+        handle = subtask.managed_operator_state
+        if handle is not None and handle.delegate is not None:
+            stream = sp.stream(handle.delegate)
+            files.append(
+                OperatorFile(op.operator_id_hex, operator_label(op), subtask.index, handle, stream)
+            )
+    return files
+
+
+def iter_operator_elements(sp: Savepoint, op: OperatorState) -> Iterator[OperatorElement]:
+    """Every operator list element and broadcast map, subtask by subtask."""
+    for file in operator_files(sp, op):
+        yield from file.elements()
+
+
+def broadcast_entries(element: OperatorElement) -> list[tuple[bytes, bytes]] | None:
+    """A broadcast map's (key, value) bytes, or None when its serializers are not known."""
+    codec = operator_codec(element.meta, element.kind)
+    if codec.key is None or codec.value is None:
+        return None
+    return operator_state.split_broadcast_entries(element.value, codec.key, codec.value)
+
+
+def element_codec(element: OperatorElement) -> StateCodec:
+    return operator_codec(element.meta, element.kind)
