@@ -13,7 +13,8 @@ from typing import Annotated
 import typer
 
 from statectl import __version__
-from statectl.cli import convert_cmd, inspect_cmd, rescale_cmd
+from statectl.cli import inspect_cmd, rescale_cmd
+from statectl.cli import convert_cmd, diff_cmd, export_cmd
 from statectl.errors import StatectlError
 
 app = typer.Typer(
@@ -55,6 +56,8 @@ def _global_options(
 app.command("inspect", no_args_is_help=True)(inspect_cmd.inspect)
 app.command("rescale", no_args_is_help=True)(rescale_cmd.rescale)
 app.command("convert", no_args_is_help=True)(convert_cmd.convert)
+app.command("diff", no_args_is_help=True)(diff_cmd.diff_command)
+app.command("export", no_args_is_help=True)(export_cmd.export_command)
 
 
 def report_error(message: str) -> None:
