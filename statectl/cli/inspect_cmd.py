@@ -10,6 +10,7 @@ from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_storage_options
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.summary import summarize
+from statectl.savepoint.verify import ensure_consistent
 
 
 def inspect(
@@ -38,6 +39,7 @@ def inspect(
       statectl inspect ./sp --json | jq '.operators[] | {uid, parallelism}'
     """
     savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
     summary = summarize(savepoint, operator=operator, deep=deep)
     if json_output:
         output.print_json(output.summary_to_json(summary))

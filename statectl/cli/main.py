@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 
 from statectl import __version__
-from statectl.cli import inspect_cmd, rescale_cmd
+from statectl.cli import inspect_cmd, rescale_cmd, verify_cmd
 from statectl.cli import convert_cmd, diff_cmd, export_cmd
 from statectl.errors import StatectlError
 
@@ -58,6 +58,7 @@ app.command("rescale", no_args_is_help=True)(rescale_cmd.rescale)
 app.command("convert", no_args_is_help=True)(convert_cmd.convert)
 app.command("diff", no_args_is_help=True)(diff_cmd.diff_command)
 app.command("export", no_args_is_help=True)(export_cmd.export_command)
+app.command("verify", no_args_is_help=True)(verify_cmd.verify)
 
 
 def report_error(message: str) -> None:

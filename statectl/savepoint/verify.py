@@ -1,0 +1,642 @@
+"""`statectl verify`: every consistency check a CI step can run on a savepoint before deploying.
+
+Checks (flink-savepoint-format.md §2–§4): every referenced file exists with the size its handle
+declares; per keyed operator the subtasks' key-group ranges cover [0, maxParallelism) exactly
+once; key-group offsets lie inside their files and do not decrease (§4.3: 0 = empty key group);
+serializer-proxy headers parse (§3.1, §4.2); operator-state offsets lie inside their files
+(§3.4). With `deep`: every key-group block walks to its end mark (§4.4, Snappy checksums
+verified for compressed blocks, §4.5), every key carries the key group of the block it is in
+(§4.6) and, for key types statectl knows (§7), the key group its Java hash gives (§6.1);
+operator-state elements of known types parse to their ends.
+
+The checks read files but never print: they return `Finding`s. `ensure_consistent` raises the
+first one, so other commands refuse inconsistent input before writing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from statectl.errors import SavepointError, StatectlError
+from statectl.formats import keyed_blocks, operator_state, snappy_framed, state_headers
+from statectl.formats.handles import (
+    ChangelogByteIncrementHandle,
+    ChangelogFileIncrementHandle,
+    ChangelogHandle,
+    DistributionMode,
+    IncrementalKeyedHandle,
+    KeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+    SegmentFileHandle,
+    StreamHandle,
+)
+from statectl.formats.java_types import (
+    UPPER_BOUND_MAX_PARALLELISM,
+    KeyType,
+    key_group_prefix_bytes,
+    key_type_for_serializer,
+)
+from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.savepoint.model import Savepoint, StateStream
+from statectl.savepoint.reader import open_savepoint
+
+_BATCH_BYTES = 32 << 20
+_JAVA_SERIALIZATION_MAGIC = b"\xac\xed\x00\x05"
+_HASHED_KINDS = frozenset({"VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "FOLDING", "TIMERS"})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem: where (operator, subtask, file) and what is wrong."""
+
+    operator: str | None  # uid, or the 32-hex id when the operator has no uid
+    operator_id: str | None
+    subtask: int | None
+    file: str | None
+    problem: str
+
+    @property
+    def message(self) -> str:
+        """`operator <op>, subtask <n>: <problem>` (as much of the context as there is)."""
+        where = []
+        if self.operator is not None:
+            where.append(f"operator {self.operator}")
+        if self.subtask is not None:
+            where.append(f"subtask {self.subtask}")
+        return (", ".join(where) + ": " if where else "") + self.problem
+
+    def line(self, location: str) -> str:
+        """`<file>: operator <op>, subtask <n>: <problem>` on one line."""
+        return f"{self.file or location}: {self.message}".replace("\n", " ")
+
+
+@dataclass(frozen=True)
+class Verification:
+    location: str
+    deep: bool
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
+    operators: int = 0
+    subtasks: int = 0
+    files: int = 0
+    key_groups: int = 0  # non-empty key groups seen (their blocks walked with `deep`)
+    entries: int = 0  # keyed entries walked (deep)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def verify_location(
+    url: str, storage_options: dict[str, Any] | None = None, deep: bool = False
+) -> Verification:
+    """Open and verify; a savepoint that cannot be opened is one finding, not an exception."""
+    try:
+        sp = open_savepoint(url, storage_options)
+    except StatectlError as exc:
+        return Verification(url, deep, (Finding(None, None, None, exc.source or url, exc.message),))
+    return verify(sp, deep)
+
+
+def verify(
+    sp: Savepoint, deep: bool = False, operators: Sequence[OperatorState] | None = None
+) -> Verification:
+    """All checks over `operators` (default: every operator of the savepoint)."""
+    checker = _Checker(sp, deep)
+    checker.run(sp.operators if operators is None else operators)
+    return checker.result()
+
+
+def ensure_consistent(sp: Savepoint, operators: Sequence[OperatorState] | None = None) -> None:
+    """Raise the first problem the shallow checks find (for commands that read or write state)."""
+    for finding in verify(sp, deep=False, operators=operators).findings:
+        raise SavepointError(finding.message, finding.file or sp.directory.url)
+
+
+# --- the checker --------------------------------------------------------------------------
+
+
+@dataclass
+class _Where:
+    op: OperatorState | None = None
+    subtask: int | None = None
+    file: str | None = None
+
+
+@dataclass
+class _Checker:
+    sp: Savepoint
+    deep: bool
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int | None] = field(default_factory=dict)  # url → size (None: missing)
+    inline_streams: int = 0
+    stats: Counter[str] = field(default_factory=Counter)
+
+    def run(self, operators: Sequence[OperatorState]) -> None:
+        self._check_properties()
+        seen: dict[bytes, int] = Counter()
+        for op in operators:
+            seen[op.operator_id] += 1
+            if seen[op.operator_id] == 2:
+                self.add(_Where(op), "operator id appears more than once in _metadata")
+            self.stats["operators"] += 1
+            try:
+                self._operator(op)
+            except StatectlError as exc:  # a check that could not finish is a finding too
+                self.add(_Where(op, file=exc.source), exc.message)
+
+    def result(self) -> Verification:
+        unique = tuple(dict.fromkeys(self.findings))
+        return Verification(
+            self.sp.directory.url,
+            self.deep,
+            unique,
+            tuple(dict.fromkeys(self.notes)),
+            self.stats["operators"],
+            self.stats["subtasks"],
+            len(self.sizes) + self.inline_streams,
+            self.stats["key_groups"],
+            self.stats["entries"],
+        )
+
+    def add(self, where: _Where, problem: str) -> None:
+        op = where.op
+        self.findings.append(
+            Finding(
+                (op.uid or op.operator_id_hex) if op else None,
+                op.operator_id_hex if op else None,
+                where.subtask,
+                where.file,
+                problem,
+            )
+        )
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def _check_properties(self) -> None:
+        md = self.sp.metadata
+        if md.version >= 4 and not md.properties.startswith(_JAVA_SERIALIZATION_MAGIC):
+            where = _Where(file=self.sp.metadata_location.url)
+            self.add(where, "checkpoint properties are missing or not a Java serialization stream")
+
+    # --- operators -----------------------------------------------------------------------
+
+    def _operator(self, op: OperatorState) -> None:
+        where = _Where(op)
+        if not 0 < op.max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+            self.add(where, f"max parallelism {op.max_parallelism} is outside 1..32768")
+            return
+        if not 0 < op.parallelism <= op.max_parallelism:
+            self.add(
+                where,
+                f"parallelism {op.parallelism} is outside 1..{op.max_parallelism} "
+                "(its max parallelism)",
+            )
+            return
+        subtasks = self._subtask_indexes(op)
+        ranges: list[tuple[int, int, int]] = []
+        for subtask in subtasks:
+            self.stats["subtasks"] += 1
+            ranges += self._subtask(op, subtask)
+        if ranges:
+            self._coverage(op, subtasks, ranges)
+
+    def _subtask_indexes(self, op: OperatorState) -> list[SubtaskState]:
+        seen: set[int] = set()
+        result = []
+        for subtask in op.subtasks or ():
+            where = _Where(op, subtask.index)
+            if subtask.index >= op.parallelism:
+                self.add(where, f"subtask index is not below the parallelism {op.parallelism}")
+            elif subtask.index in seen:
+                self.add(where, "subtask appears more than once")
+            else:
+                seen.add(subtask.index)
+                if not subtask.finished:
+                    result.append(subtask)
+        return result
+
+    def _subtask(self, op: OperatorState, subtask: SubtaskState) -> list[tuple[int, int, int]]:
+        where = _Where(op, subtask.index)
+        ranges = []
+        for keyed, managed in (
+            (subtask.managed_keyed_state, True),
+            (subtask.raw_keyed_state, False),
+        ):
+            if keyed is None:
+                continue
+            key_groups = self._keyed(where, keyed, managed)
+            if key_groups is not None and managed:
+                ranges.append((key_groups[0], key_groups[1], subtask.index))
+        for handle, managed in (
+            (subtask.managed_operator_state, True),
+            (subtask.raw_operator_state, False),
+        ):
+            if handle is not None:
+                self._operator_handle(where, handle, managed)
+        for channel in subtask.input_channel_states + subtask.output_channel_states:
+            self.stream(where, channel.delegate)
+        return ranges
+
+    # --- key-group coverage ----------------------------------------------------------------
+
+    def _coverage(
+        self, op: OperatorState, subtasks: list[SubtaskState], ranges: list[tuple[int, int, int]]
+    ) -> None:
+        max_p = op.max_parallelism
+        owners: list[list[int]] = [[] for _ in range(max_p)]
+        for first, last, index in ranges:
+            if first < 0 or last >= max_p:
+                self.add(
+                    _Where(op, index),
+                    f"key groups {first}–{last} are outside 0–{max_p - 1} (max parallelism)",
+                )
+            for key_group in range(max(first, 0), min(last, max_p - 1) + 1):
+                owners[key_group].append(index)
+        # A subtask whose backend registered no state has no keyed handle: its key groups are
+        # empty, not missing (Flink writes no handle for an empty backend).
+        with_keyed = {index for _, _, index in ranges}
+        stateless = [
+            i for i in range(op.parallelism) if i not in with_keyed and self._no_keyed(subtasks, i)
+        ]
+        excused = {kg for i in stateless for kg in range(*_flink_range(max_p, op.parallelism, i))}
+        for first, last, claimants in _runs(owners):
+            if len(claimants) > 1:
+                names = " and ".join(str(i) for i in sorted(set(claimants)))
+                self.add(
+                    _Where(op),
+                    f"key groups {first}–{last} are claimed by more than one subtask ({names})",
+                )
+            elif not claimants and not all(kg in excused for kg in range(first, last + 1)):
+                self.add(_Where(op), f"key groups {first}–{last} belong to no subtask")
+
+    @staticmethod
+    def _no_keyed(subtasks: list[SubtaskState], index: int) -> bool:
+        return all(s.managed_keyed_state is None for s in subtasks if s.index == index)
+
+    # --- files -----------------------------------------------------------------------------
+
+    def stream(self, where: _Where, handle: StreamHandle | None) -> StateStream | None:
+        """The stream behind a handle if its file exists with the declared size, else None."""
+        if handle is None:
+            return None
+        try:
+            stream = self.sp.stream(handle)
+        except StatectlError as exc:
+            self.add(_Where(where.op, where.subtask, exc.source), exc.message)
+            return None
+        if stream.location is None:
+            self.inline_streams += 1
+            return stream
+        url = stream.location.url
+        if url not in self.sizes:
+            try:
+                self.sizes[url] = stream.location.size()
+            except StatectlError:
+                self.sizes[url] = None
+        actual = self.sizes[url]
+        at = _Where(where.op, where.subtask, url)
+        if actual is None:
+            self.add(at, "file not found")
+            return None
+        if isinstance(handle, SegmentFileHandle):
+            if stream.start + stream.size > actual:
+                self.add(
+                    at,
+                    f"segment [{stream.start}, {stream.start + stream.size}) runs past the end "
+                    f"of the file ({actual} bytes)",
+                )
+                return None
+        elif actual != stream.size:
+            shorter = "shorter" if actual < stream.size else "longer"
+            self.add(
+                at, f"file is {shorter} than its handle says ({actual} bytes, not {stream.size})"
+            )
+            return None
+        return stream
+
+    # --- keyed state -----------------------------------------------------------------------
+
+    def _keyed(self, where: _Where, handle: KeyedHandle, managed: bool) -> tuple[int, int] | None:
+        """Check one keyed handle; its key-group range for the coverage check."""
+        if isinstance(handle, KeyGroupsHandle):
+            self._key_groups_handle(where, handle, managed)
+            return handle.key_groups
+        if isinstance(handle, IncrementalKeyedHandle):
+            self._native(where, handle)
+            return handle.key_groups
+        self._changelog(where, handle)
+        first, count = handle.start_key_group, handle.num_key_groups
+        return (first, first + count - 1) if count > 0 else None
+
+    def _key_groups_handle(self, where: _Where, handle: KeyGroupsHandle, managed: bool) -> None:
+        if handle.delegate is None:
+            if any(handle.offsets):
+                self.add(where, "key-group offsets without a state file")
+            return
+        stream = self.stream(where, handle.delegate)
+        if stream is None:
+            return
+        at = _Where(where.op, where.subtask, stream.description)
+        present = [(handle.start_key_group + i, o) for i, o in enumerate(handle.offsets) if o]
+        if not self._offsets_in_order(at, present, stream.size):
+            return
+        self.stats["key_groups"] += len({o for _, o in present})
+        if not managed:
+            return  # raw keyed state is written by user code: its bytes have no known layout
+        header_end = present[0][1] if present else stream.size
+        header = self._keyed_header(at, stream, header_end)
+        if self.deep and header is not None and present:
+            assert where.op is not None
+            walker = _BlockWalker(self, at, where.op.max_parallelism, header)
+            walker.walk(_blocks(stream, present), stream.description)
+
+    def _offsets_in_order(self, at: _Where, present: list[tuple[int, int]], size: int) -> bool:
+        ok = True
+        for key_group, offset in present:
+            if not 0 < offset < size:
+                self.add(
+                    at, f"key group {key_group}: offset {offset} is outside the file ({size} bytes)"
+                )
+                ok = False
+        for (kg_a, a), (kg_b, b) in itertools.pairwise(present):
+            if b < a:  # equal offsets: an unwritten key group may share the next one's offset
+                self.add(
+                    at,
+                    f"key group {kg_b}: offset {b} is below the offset {a} of key group {kg_a} "
+                    "(offsets must ascend with the key group)",
+                )
+                ok = False
+        return ok
+
+    def _keyed_header(
+        self, at: _Where, stream: StateStream, length: int
+    ) -> state_headers.KeyedStateHeader | None:
+        try:
+            header = state_headers.parse_keyed_header(stream.read(0, length))
+        except StatectlError as exc:
+            self.add(at, f"keyed state header: {exc.message}")
+            return None
+        if not header.complete:
+            self.note(f"{stream.description}: keyed state header read in part ({header.problem})")
+        return header
+
+    def _native(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
+        meta = self.stream(where, handle.meta)
+        files_ok = all(
+            self.stream(where, local.handle) is not None for local in handle.shared + handle.private
+        )
+        if meta is None:
+            return
+        at = _Where(where.op, where.subtask, meta.description)
+        header = self._keyed_header(at, meta, meta.size)
+        if self.deep and header is not None and files_ok:
+            self._native_deep(where, handle, header)
+
+    def _native_deep(
+        self, where: _Where, handle: IncrementalKeyedHandle, header: state_headers.KeyedStateHeader
+    ) -> None:
+        """Rows of the RocksDB instance, as canonical blocks, through the same key checks."""
+        try:
+            from statectl.savepoint import native
+        except ImportError:
+            self.note("RocksDB native state: files and headers checked; rows not read")
+            return
+        assert where.op is not None and handle.key_groups is not None
+        max_parallelism = where.op.max_parallelism
+        try:
+            instance = native.native_instance(self.sp, handle, where.op.uid or "")
+            states = [(s.name, i) for i, s in enumerate(header.states)]
+            blocks = native.read_blocks(
+                instance, states, *handle.key_groups, key_group_prefix_bytes(max_parallelism)
+            )
+            uncompressed = dataclasses.replace(header, compressed=False)
+            walker = _BlockWalker(self, where, max_parallelism, uncompressed)
+            walker.walk(self._counted(blocks), instance.description)
+        except StatectlError as exc:
+            self.add(_Where(where.op, where.subtask, exc.source), exc.message)
+
+    def _counted(self, blocks: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+        for block in blocks:
+            self.stats["key_groups"] += 1
+            yield block
+
+    def _changelog(self, where: _Where, handle: KeyedHandle) -> None:
+        if isinstance(handle, ChangelogHandle):
+            for part in handle.materialized + handle.non_materialized:
+                if part is not None:
+                    self._keyed(where, part, managed=False)
+        elif isinstance(handle, ChangelogFileIncrementHandle):
+            for stream_handle, _ in handle.handles_and_offsets:
+                self.stream(where, stream_handle)
+        elif not isinstance(handle, ChangelogByteIncrementHandle):
+            return
+        self.note("changelog state: only its files are checked")
+
+    # --- operator state --------------------------------------------------------------------
+
+    def _operator_handle(self, where: _Where, handle: OperatorStateHandle, managed: bool) -> None:
+        stream = self.stream(where, handle.delegate)
+        if stream is None:
+            if handle.delegate is None and any(s.offsets for s in handle.states):
+                self.add(where, "operator-state offsets without a state file")
+            return
+        at = _Where(where.op, where.subtask, stream.description)
+        try:
+            self._operator_file(at, handle, stream, managed)
+        except StatectlError as exc:
+            self.add(at, exc.message)
+
+    def _operator_file(
+        self, at: _Where, handle: OperatorStateHandle, stream: StateStream, managed: bool
+    ) -> None:
+        for state in handle.states:
+            if list(state.offsets) != sorted(state.offsets):
+                self.add(at, f"operator state {state.name!r}: offsets do not ascend")
+                return
+        offsets = [o for s in handle.states for o in s.offsets]
+        first = min(offsets, default=stream.size)
+        probe = stream.read(0, min(stream.size, max(first, 0)))
+        layout = operator_state.file_layout(handle.states, stream.size, probe)
+        if not managed:
+            return
+        header = state_headers.parse_operator_header(probe[: layout.header_length])
+        if not header.complete:
+            self.note(
+                f"{stream.description}: operator state header read in part ({header.problem})"
+            )
+            return
+        known = {s.name for s in header.states}
+        for state in handle.states:
+            if state.name not in known:
+                self.add(at, f"operator state {state.name!r} is not in the file's header")
+        if self.deep:
+            self._operator_elements(at, stream, layout, header)
+
+    def _operator_elements(
+        self,
+        at: _Where,
+        stream: StateStream,
+        layout: operator_state.OperatorFileLayout,
+        header: state_headers.OperatorStateHeader,
+    ) -> None:
+        infos = {s.name: s for s in header.states}
+        for state in layout.states:
+            info = infos[state.name]
+            serializer = info.value_serializer
+            element_type = key_type_for_serializer(serializer.class_name if serializer else None)
+            for start, end in state.spans:
+                try:
+                    raw = stream.read(start, end)
+                    data = (
+                        snappy_framed.decompress_chunks(raw, verify=True)
+                        if layout.compressed
+                        else raw
+                    )
+                    if state.mode == DistributionMode.BROADCAST:
+                        operator_state.broadcast_entry_count(data)
+                    elif element_type is not None and start != end:
+                        _read_exactly(element_type, data)
+                except StatectlError as exc:
+                    self.add(
+                        at,
+                        f"operator state {state.name!r}, element at offset {start}: {exc.message}",
+                    )
+                    return
+
+
+# --- deep walk of key-group blocks ----------------------------------------------------------
+
+
+@dataclass
+class _BlockWalker:
+    checker: _Checker
+    at: _Where
+    max_parallelism: int
+    header: state_headers.KeyedStateHeader
+
+    def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
+        """Walk each (key group, block) to its end mark and check every key's key group."""
+        prefix_bytes = key_group_prefix_bytes(self.max_parallelism)
+        key_type = key_type_for_serializer(self.header.key_serializer)
+        states = self.header.states
+        num_states = len(states) if self.header.complete else None
+        for key_group, block in blocks:
+            try:
+                data = (
+                    snappy_framed.decompress_stream(block, verify=True)
+                    if self.header.compressed
+                    else block
+                )
+                entries = list(keyed_blocks.iter_entries(data, False, num_states))
+            except StatectlError as exc:
+                self.checker.add(self.at, f"key group {key_group}: {exc.message}")
+                continue
+            self.checker.stats["entries"] += len(entries)
+            self._keys(key_group, entries, prefix_bytes, key_type)
+        if key_type is None:
+            self.checker.note(
+                f"{description}: key type {self.header.key_serializer} is not one statectl "
+                "hashes; keys were checked against their key-group prefix only"
+            )
+
+    def _keys(
+        self,
+        key_group: int,
+        entries: list[keyed_blocks.Entry],
+        prefix_bytes: int,
+        key_type: KeyType | None,
+    ) -> None:
+        bad_prefix: list[int] = []
+        bad_hash: list[str] = []
+        for entry in entries:
+            prefix = int.from_bytes(entry.key[:prefix_bytes], "big")
+            if prefix != key_group:
+                bad_prefix.append(prefix)
+                continue
+            state = self._state(entry.state_id)
+            if key_type is None or state is None or state.kind not in _HASHED_KINDS:
+                continue
+            start = prefix_bytes + (8 if state.kind == "TIMERS" else 0)
+            problem = _hash_problem(key_type, entry.key, start, self.max_parallelism, key_group)
+            if problem:
+                bad_hash.append(f"state {state.name!r}: {problem}")
+        if bad_prefix:
+            self.checker.add(
+                self.at,
+                f"key group {key_group}: {len(bad_prefix)} of {len(entries)} keys carry another "
+                f"key-group prefix (first: {bad_prefix[0]})",
+            )
+        if bad_hash:
+            self.checker.add(
+                self.at,
+                f"key group {key_group}: {len(bad_hash)} keys do not hash to it ({bad_hash[0]})",
+            )
+
+    def _state(self, state_id: int) -> state_headers.StateMetaInfo | None:
+        states = self.header.states
+        return states[state_id] if state_id < len(states) else None
+
+
+def _hash_problem(
+    key_type: KeyType, key: bytes, start: int, max_parallelism: int, key_group: int
+) -> str | None:
+    try:
+        value, _ = key_type.read(key, start)
+        actual = key_type.key_group(value, max_parallelism)
+    except StatectlError as exc:
+        return exc.message
+    if actual == key_group:
+        return None
+    return f"key {value!r} hashes to key group {actual}"
+
+
+def _read_exactly(element_type: KeyType, data: bytes) -> None:
+    _, end = element_type.read(data, 0)
+    if end != len(data):
+        raise SavepointError(
+            f"a {element_type.name} element of {end} bytes does not fill its {len(data)} bytes"
+        )
+
+
+def _blocks(stream: StateStream, present: list[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
+    """Each block's bytes, read in batches. A key group sharing its offset with the next one
+    was not written (its block is the next key group's)."""
+    spans: list[tuple[int, int, int]] = []
+    for n, (key_group, start) in enumerate(present):
+        end = present[n + 1][1] if n + 1 < len(present) else stream.size
+        if end > start:
+            spans.append((key_group, start, end))
+    batch: list[tuple[int, int, int]] = []
+    for span in spans:
+        batch.append(span)
+        if span[2] - batch[0][1] >= _BATCH_BYTES or span is spans[-1]:
+            base = batch[0][1]
+            data = stream.read(base, batch[-1][2])
+            for key_group, start, end in batch:
+                yield key_group, data[start - base : end - base]
+            batch = []
+
+
+def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:
+    """Maximal runs of key groups with the same owners."""
+    start = 0
+    for key_group in range(1, len(owners) + 1):
+        if key_group == len(owners) or owners[key_group] != owners[start]:
+            yield start, key_group - 1, owners[start]
+            start = key_group
+
+
+def _flink_range(max_parallelism: int, parallelism: int, index: int) -> tuple[int, int]:
+    """`computeKeyGroupRangeForOperatorIndex` as a half-open range (§6.3)."""
+    start = (index * max_parallelism + parallelism - 1) // parallelism
+    end = ((index + 1) * max_parallelism - 1) // parallelism
+    return start, end + 1

@@ -1,0 +1,115 @@
+"""`statectl verify` on every real fixture (clean), and the shape of its findings and JSON."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from statectl.cli.main import main
+from tests.conftest import FIXTURES, fixture_names, load_manifest
+from tests.flink import harness
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    out, err = capsys.readouterr()
+    return int(exit_info.value.code or 0), out, err
+
+
+def snapshot(name: str) -> Path:
+    """The fixture's savepoint; a retained checkpoint where its absolute paths point."""
+    return harness.checkpoint_in_place(FIXTURES / name)
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["shallow", "deep"])
+@pytest.mark.parametrize("name", fixture_names())
+def test_every_real_fixture_verifies_clean(
+    name: str, deep: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = snapshot(name)
+    code, out, err = run(["verify", "--json", *(["--deep"] if deep else []), str(path)], capsys)
+    report = json.loads(out)
+    assert (code, report["ok"], report["findings"]) == (0, True, []), err
+    manifest = load_manifest(name)
+    operators = manifest["operators"]
+    assert report["checked"]["operators"] == len(operators)
+    assert report["checked"]["subtasks"] == sum(
+        op["parallelism"] for op in operators if op["uid"] != "src"
+    )
+    if deep:  # every entry Flink wrote was walked and sits in its key group
+        assert report["checked"]["entries"] == sum(
+            sum(op["entry_counts"].values()) for op in operators
+        )
+
+
+def test_clean_text_output(capsys: pytest.CaptureFixture[str]) -> None:
+    path = snapshot("hashmap_canonical_files")
+    code, out, err = run(["verify", "--deep", str(path)], capsys)
+    assert code == 0
+    assert out == (
+        f"{path}: OK (7 operators, 12 subtasks, 8 files, 64 key groups, 452 entries walked)\n"
+    )
+    assert err == ""
+
+
+def test_findings_one_line_each_with_operator_subtask_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "sp"
+    shutil.copytree(snapshot("hashmap_canonical_files"), path)
+    code, out, _ = run(["verify", "--json", str(path)], capsys)
+    assert code == 0 and json.loads(out)["ok"]
+    # Remove the state file of keyed-long, subtask 1, and shorten another one.
+    from statectl.savepoint.reader import open_savepoint
+
+    sp = open_savepoint(str(path))
+    op = sp.find_operator("keyed-long")
+    gone = sp.stream(op.subtasks[1].managed_keyed_state.delegate).location.path  # type: ignore[union-attr]
+    Path(gone).unlink()
+    op = sp.find_operator("opstate")
+    short = Path(sp.stream(op.subtasks[0].managed_operator_state.delegate).location.path)  # type: ignore[union-attr]
+    short.write_bytes(short.read_bytes()[:-3])
+    code, out, err = run(["verify", str(path)], capsys)
+    assert (code, err) == (1, "")
+    assert sorted(out.splitlines()) == sorted(
+        [
+            f"{gone}: operator keyed-long, subtask 1: file not found",
+            f"{short}: operator opstate, subtask 0: file is shorter than its handle says "
+            "(377 bytes, not 380)",
+        ]
+    )
+    code, out, _ = run(["verify", "--json", str(path)], capsys)
+    report = json.loads(out)
+    assert code == 1 and not report["ok"]
+    assert {
+        (f["operator"], f["operator_id"], f["subtask"], f["file"], f["problem"])
+        for f in report["findings"]
+    } == {
+        ("keyed-long", sp.find_operator("keyed-long").operator_id_hex, 1, gone, "file not found"),
+        (
+            "opstate",
+            sp.find_operator("opstate").operator_id_hex,
+            0,
+            str(short),
+            "file is shorter than its handle says (377 bytes, not 380)",
+        ),
+    }
+
+
+def test_unreadable_metadata_is_one_finding(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "_metadata").write_bytes(b"\x00\x00\x00\x01")
+    code, out, err = run(["verify", str(tmp_path)], capsys)
+    assert code == 1
+    assert out == f"{tmp_path / '_metadata'}: bad magic number 0x00000001, expected 0x4960672D\n"
+    assert err == ""
+
+
+def test_usage_error_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, _ = run(["verify", "--no-such-flag", "x"], capsys)
+    assert code == 2
