@@ -10,6 +10,7 @@ restores the cluster's output, which is byte-identical to local mode's, `_metada
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -130,16 +131,16 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def _processes_under(root: Path) -> list[str]:
-    """Command lines of running processes that mention `root` (the cluster's and drivers' JVMs)."""
-    found = []
+def _processes_under(root: Path) -> dict[int, str]:
+    """pid → command line of running processes that mention `root` (cluster and driver JVMs)."""
+    found = {}
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             args = cmdline.read_bytes().split(b"\0")
         except OSError:
             continue
         if any(str(root).encode() in a for a in args):
-            found.append(b" ".join(args).decode(errors="replace")[:200])
+            found[int(cmdline.parent.name)] = b" ".join(args).decode(errors="replace")[:200]
     return found
 
 
@@ -189,7 +190,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         for process in reversed(processes):
             _stop(process)
         left = _processes_under(root)
-        assert not left, f"Spark processes left running: {left}"
+        for pid in left:  # kill, then fail: the process groups should have held them
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        assert not left, f"Spark processes were left running: {list(left.values())}"
 
 
 # --- statectl runs ------------------------------------------------------------------------
