@@ -29,7 +29,7 @@ from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import UNKNOWN, StateCodec, keyed_codec
 from statectl.savepoint import entries
 from statectl.savepoint.engine import Engine, LocalEngine
-from statectl.savepoint.entries import KeyedEntry, KeyedFile, operator_label
+from statectl.savepoint.entries import KeyedEntry, KeyedSource, operator_label
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.summary import keyed_handle_bytes
 
@@ -175,7 +175,7 @@ class _Side:
     """One savepoint's view of an operator: its keyed files and their states."""
 
     op: OperatorState
-    files: tuple[KeyedFile, ...]
+    files: tuple[KeyedSource, ...]
     states: dict[str, StateMetaInfo]
     codecs: dict[str, StateCodec]
 
@@ -294,7 +294,7 @@ class DigestTask:
     """A range of key groups of one keyed file, on side 0 (A) or 1 (B)."""
 
     side: int
-    file: KeyedFile
+    file: KeyedSource
     key_groups: tuple[int, int]
     by_key_group: bool
 
@@ -358,23 +358,9 @@ def _digest_tasks(pair: _OperatorPair) -> list[DigestTask]:
     tasks = []
     for side, files in ((0, pair.a.files), (1, pair.b.files)):
         for file in files:
-            for key_groups in _chunks(file):
+            for key_groups in file.chunks(CHUNK_BYTES):
                 tasks.append(DigestTask(side, file, key_groups, pair.by_key_group))
     return tasks
-
-
-def _chunks(file: KeyedFile) -> list[tuple[int, int]]:
-    """Contiguous key-group ranges of at most about CHUNK_BYTES of blocks each."""
-    spans = file.spans()
-    chunks: list[tuple[int, int]] = []
-    start = 0
-    for n, span in enumerate(spans):
-        if span.end - spans[start].start > CHUNK_BYTES and n > start:
-            chunks.append((spans[start].key_group, spans[n - 1].key_group))
-            start = n
-    if spans:
-        chunks.append((spans[start].key_group, spans[-1].key_group))
-    return chunks
 
 
 def _may_hold(task: DigestTask, wanted: frozenset[BucketKey]) -> bool:
@@ -404,7 +390,7 @@ def _entry_hash(state: str, ident: bytes, value: bytes) -> int:
 def digest(task: DigestTask) -> list[tuple[BucketKey, int, int, int]]:
     """(bucket key, side, entry count, sum of entry hashes) for every bucket in the task."""
     sums: dict[tuple[str, int], list[int]] = {}
-    for entry in entries.iter_keyed_entries(task.file, task.key_groups):
+    for entry in task.file.entries(task.key_groups):
         bucket, ident = _identity(entry, task)
         acc = sums.setdefault((entry.state.name, bucket), [0, 0])
         acc[0] += 1
@@ -420,7 +406,7 @@ def bucket_entries(task: EntriesTask) -> list[tuple[BucketKey, _Record]]:
     """Every entry of the task that lies in a wanted bucket."""
     found = []
     op = task.digest.file.operator_id
-    for entry in entries.iter_keyed_entries(task.digest.file, task.digest.key_groups):
+    for entry in task.digest.file.entries(task.digest.key_groups):
         bucket, ident = _identity(entry, task.digest)
         key = (op, entry.state.name, bucket)
         if key in task.wanted:

@@ -1,9 +1,10 @@
 """The logical entries of a savepoint's state, independent of parallelism and file layout.
 
 Shared by `diff` and `export`. Keyed state: every entry of every CANONICAL key-group block
-(flink-savepoint-format.md §4.4), with its state (from the file's header, §4.2), key group,
-composite key (§4.6) and value. Operator state: every list element, and each broadcast state's
-map (§3.3). RocksDB native and changelog keyed state, and raw state, raise `UnsupportedError`.
+(flink-savepoint-format.md §4.4) or RocksDB native row (§5.2, read through `native`), with its
+state (from the header, §4.2), key group, composite key (§4.6) and value. Operator state: every
+list element, and each broadcast state's map (§3.3). Changelog keyed state and raw state raise
+`UnsupportedError`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from statectl.formats.java_types import (
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
+from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 from statectl.savepoint.summary import iter_blocks
 
@@ -73,6 +75,77 @@ class KeyedFile:
         except StatectlError as exc:
             raise exc.with_source(self.stream.description) from None
 
+    @property
+    def size(self) -> int:
+        return self.stream.size
+
+    @property
+    def description(self) -> str:
+        return self.stream.description
+
+    def chunks(self, max_bytes: int) -> list[tuple[int, int]]:
+        """Contiguous key-group ranges of at most about `max_bytes` of blocks each."""
+        spans = self.spans()
+        chunks: list[tuple[int, int]] = []
+        start = 0
+        for n, span in enumerate(spans):
+            if n > start and span.end - spans[start].start > max_bytes:
+                chunks.append((spans[start].key_group, spans[n - 1].key_group))
+                start = n
+        if spans:
+            chunks.append((spans[start].key_group, spans[-1].key_group))
+        return chunks
+
+    def entries(
+        self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
+    ) -> Iterator[KeyedEntry]:
+        return iter_keyed_entries(self, key_groups, header)
+
+
+@dataclass(frozen=True)
+class NativeKeyedFile:
+    """One subtask's RocksDB native instance, read through rocksdict (`native`)."""
+
+    operator_id: str
+    operator: str
+    subtask: int
+    max_parallelism: int
+    instance: native.NativeInstance
+
+    @property
+    def size(self) -> int:
+        return self.instance.size
+
+    @property
+    def description(self) -> str:
+        return self.instance.description
+
+    def header(self) -> KeyedStateHeader:
+        return native.meta_header(self.instance)[1]
+
+    def chunks(self, max_bytes: int) -> list[tuple[int, int]]:
+        """One chunk: the instance is opened (gathered locally) once per task."""
+        return [self.instance.key_groups] if self.instance.key_groups else []
+
+    def entries(
+        self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
+    ) -> Iterator[KeyedEntry]:
+        """Rows of every column family, in the owned key-group range, state by state."""
+        header = header or self.header()
+        owned = self.instance.key_groups
+        if owned is None:
+            return
+        first, last = key_groups or owned
+        prefix = key_group_prefix_bytes(self.max_parallelism)
+        with native.opened(self.instance) as db:
+            for state in header.states:
+                for key, value in db.rows(state.name, first, last, prefix):
+                    key_group = int.from_bytes(key[:prefix], "big")
+                    yield KeyedEntry(state, key_group, bytes(key), bytes(value))
+
+
+KeyedSource = KeyedFile | NativeKeyedFile
+
 
 @dataclass(frozen=True, slots=True)
 class KeyedEntry:
@@ -91,24 +164,29 @@ def check_readable(op: OperatorState) -> None:
         if subtask.raw_keyed_state is not None or subtask.raw_operator_state is not None:
             raise UnsupportedError(f"operator {where} has raw state, which statectl cannot read")
         keyed = subtask.managed_keyed_state
-        if isinstance(keyed, IncrementalKeyedHandle):
-            raise UnsupportedError(
-                f"operator {where} has RocksDB native keyed state, which statectl cannot read "
-                "entry by entry yet; take a CANONICAL savepoint instead"
-            )
-        if keyed is not None and not isinstance(keyed, KeyGroupsHandle):
+        if keyed is not None and not isinstance(keyed, KeyGroupsHandle | IncrementalKeyedHandle):
             raise UnsupportedError(
                 f"operator {where} has {type(keyed).__name__} keyed state (changelog), which "
                 "statectl cannot read; take a CANONICAL savepoint instead"
             )
 
 
-def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedFile]:
+def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedSource]:
+    """Every subtask's keyed state: CANONICAL files, or RocksDB native instances."""
     check_readable(op)
-    files = []
+    files: list[KeyedSource] = []
     for subtask in sp.subtasks(op):
         handle = subtask.managed_keyed_state
-        if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
+        if isinstance(handle, IncrementalKeyedHandle):
+            where = f"operator {describe_operator(op)} subtask {subtask.index}"
+            instance = native.native_instance(sp, handle, where)
+            label = operator_label(op)
+            files.append(
+                NativeKeyedFile(
+                    op.operator_id_hex, label, subtask.index, op.max_parallelism, instance
+                )
+            )
+        elif isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
             files.append(
                 KeyedFile(

@@ -26,7 +26,7 @@ from statectl.errors import SavepointError, StatectlError
 from statectl.formats.state_values import UNKNOWN, StateCodec, jsonable
 from statectl.savepoint import entries, writer
 from statectl.savepoint.engine import Engine, LocalEngine
-from statectl.savepoint.entries import KeyedFile, OperatorFile
+from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.storage import Location, locate
 
@@ -73,7 +73,7 @@ class ExportReport:
 class ExportTask:
     """A range of key groups of a keyed file, or an operator-state file; `state` filters."""
 
-    keyed: KeyedFile | None = None
+    keyed: KeyedSource | None = None
     key_groups: tuple[int, int] | None = None
     operator: OperatorFile | None = None
     state: str | None = None
@@ -90,7 +90,9 @@ def plan_export(
     for op in ops:
         for keyed in entries.keyed_files(sp, op):
             known.update(s.name for s in keyed.header().states)
-            ranges = _chunks(keyed) if chunk else [None]
+            ranges: list[tuple[int, int] | None] = [None]
+            if chunk:
+                ranges = list(keyed.chunks(CHUNK_BYTES))
             tasks += [ExportTask(keyed, r, state=state) for r in ranges]
         for file in entries.operator_files(sp, op):
             known.update(s.name for s in file.handle.states)
@@ -102,19 +104,6 @@ def plan_export(
         ExportTask(t.keyed, t.key_groups, t.operator, t.state, f"part-{n:05d}.parquet")
         for n, t in enumerate(tasks)
     ]
-
-
-def _chunks(file: KeyedFile) -> list[tuple[int, int] | None]:
-    spans = file.spans()
-    chunks: list[tuple[int, int] | None] = []
-    start = 0
-    for n, span in enumerate(spans):
-        if n > start and span.end - spans[start].start > CHUNK_BYTES:
-            chunks.append((spans[start].key_group, spans[n - 1].key_group))
-            start = n
-    if spans:
-        chunks.append((spans[start].key_group, spans[-1].key_group))
-    return chunks
 
 
 # --- rows ------------------------------------------------------------------------------------
@@ -134,11 +123,11 @@ def _json(value: Any) -> str | None:
 
 
 def _keyed_rows(
-    file: KeyedFile, key_groups: tuple[int, int] | None, state: str | None
+    file: KeyedSource, key_groups: tuple[int, int] | None, state: str | None
 ) -> Iterator[Row]:
     header = file.header()
     codecs = entries.codecs_for(header)
-    for entry in entries.iter_keyed_entries(file, key_groups, header):
+    for entry in file.entries(key_groups, header):
         name = entry.state.name
         if state is not None and name != state:
             continue
@@ -146,7 +135,7 @@ def _keyed_rows(
         try:
             parts = entries.split_key(entry, file.max_parallelism, codec)
         except StatectlError as exc:
-            where = f"{file.stream.description} (key group {entry.key_group}, state {name})"
+            where = f"{file.description} (key group {entry.key_group}, state {name})"
             raise exc.with_source(where) from None
         user_key = parts.user_key
         yield (

@@ -65,10 +65,18 @@ def test_a_savepoint_equals_itself(name: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "other", ["rocksdb_canonical", "hashmap_canonical_inline", "hashmap_compressed"]
+    "other",
+    [
+        "rocksdb_canonical",
+        "hashmap_canonical_inline",
+        "hashmap_compressed",
+        "rocksdb_native_full",
+        "rocksdb_native_incremental",
+    ],
 )
 def test_same_job_written_differently_is_identical(other: str) -> None:
-    """Other backend (state order, entry order), inline handles, compression: same state."""
+    """Other backend (state and entry order), inline handles, compression, RocksDB native
+    (full and incremental): the same state."""
     a = open_savepoint(str(fixture_savepoint("hashmap_canonical_files")))
     report = diff(a, open_savepoint(str(fixture_savepoint(other))))
     assert report.identical, differing(report)
@@ -169,13 +177,24 @@ def test_cli_exit_codes_and_json(
     assert out.strip().endswith("different: 1 of 13 states")
 
 
-def test_native_savepoints_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    a = str(fixture_savepoint("hashmap_canonical_files"))
-    b = str(fixture_savepoint("rocksdb_native_full"))
-    code, out, err = run(["diff", a, b], capsys)
-    assert (code, out) == (1, "")
-    assert err.startswith("statectl: error: operator keyed-str (0cad1b1f959e0cc01a89a8ec2be0100c)")
-    assert "RocksDB native keyed state" in err and len(err.strip().splitlines()) == 1
+def test_a_later_checkpoint_differs_key_by_key() -> None:
+    """The retained checkpoint saw more events: every difference is what the job did since."""
+    a = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
+    b = open_savepoint(str(fixture_savepoint("rocksdb_retained_checkpoint")))
+    report = diff(a, b, "keyed-str")
+    assert report.states  # only keyed-str was compared
+    assert {s.operator for s in report.states} == {"keyed-str"}
+    later = load_manifest("rocksdb_retained_checkpoint")["state"]["operators"]["keyed-str"]
+    before = load_manifest("rocksdb_native_full")["state"]["operators"]["keyed-str"]
+    cnt_a = {k: v for s in before["subtasks"].values() for k, v in s["keyed"]["cnt"].items()}
+    cnt_b = {k: v for s in later["subtasks"].values() for k, v in s["keyed"]["cnt"].items()}
+    cnt = next(s for s in report.states if s.state == "cnt")
+    assert (cnt.entries_a, cnt.entries_b) == (len(cnt_a), len(cnt_b))
+    assert cnt.only_in_a == len(cnt_a.keys() - cnt_b.keys())
+    assert cnt.only_in_b == len(cnt_b.keys() - cnt_a.keys())
+    assert cnt.changed == sum(cnt_a[k] != cnt_b[k] for k in cnt_a.keys() & cnt_b.keys())
+    for example in cnt.examples:
+        assert (example.a, example.b) == (cnt_a.get(example.key), cnt_b.get(example.key))
 
 
 # --- rescaled outputs (Spark) ------------------------------------------------------------

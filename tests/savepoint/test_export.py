@@ -13,18 +13,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from statectl.cli.main import main
-from statectl.errors import StatectlError, UnsupportedError
+from statectl.errors import StatectlError
 from statectl.savepoint.engine import SparkEngine
 from statectl.savepoint.export import SCHEMA, export
 from statectl.savepoint.reader import open_savepoint
 from tests.conftest import fixture_names, fixture_savepoint, load_manifest
 
-CANONICAL = [
-    n
-    for n in fixture_names()
-    if load_manifest(n)["format"] == "CANONICAL" and load_manifest(n)["mode"] == "savepoint"
-]
-NATIVE = [n for n in fixture_names() if n not in CANONICAL]
 TIMER_KINDS = {
     "_timer_state/event_user-timers": "event",
     "_timer_state/processing_user-timers": "processing",
@@ -93,7 +87,7 @@ def exported_state(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return result
 
 
-@pytest.mark.parametrize("name", CANONICAL)
+@pytest.mark.parametrize("name", fixture_names())
 def test_export_holds_exactly_the_written_state(name: str, tmp_path: Path) -> None:
     out = tmp_path / "state.parquet"
     report = export(open_savepoint(str(fixture_savepoint(name))), str(out))
@@ -144,12 +138,13 @@ def _row_key(row: dict[str, Any]) -> tuple[Any, ...]:
 
 
 @pytest.mark.spark
-def test_spark_writes_the_same_rows(spark: Any, tmp_path: Path) -> None:
-    sp = open_savepoint(str(fixture_savepoint("rocksdb_canonical")))
+@pytest.mark.parametrize("name", ["rocksdb_canonical", "rocksdb_native_incremental"])
+def test_spark_writes_the_same_rows(name: str, spark: Any, tmp_path: Path) -> None:
+    sp = open_savepoint(str(fixture_savepoint(name)))
     report = export(sp, str(tmp_path / "spark"), folder=True, engine=SparkEngine())
     assert report.engine == "spark"
     rows = ds.dataset(tmp_path / "spark", format="parquet").to_table().to_pylist()
-    assert exported_state(rows) == written_state(load_manifest("rocksdb_canonical"))
+    assert exported_state(rows) == written_state(load_manifest(name))
 
 
 def test_refuses_to_overwrite_unless_asked(
@@ -172,16 +167,6 @@ def test_refuses_to_overwrite_unless_asked(
     assert exit_info.value.code in (0, None)
     assert report["rows"] == 3 and report["states"] == {"opstate/union": 3}
     assert [r["value_json"] for r in pq.read_table(out).to_pylist()] == ["500", "1500", "1501"]
-
-
-@pytest.mark.parametrize("name", NATIVE)
-def test_native_state_is_refused_and_nothing_is_left(name: str, tmp_path: Path) -> None:
-    sp = open_savepoint(str(fixture_savepoint(name)))
-    with pytest.raises(UnsupportedError, match="RocksDB native keyed state"):
-        export(sp, str(tmp_path / "x.parquet"))
-    assert list(tmp_path.iterdir()) == []
-    export(sp, str(tmp_path / "op.parquet"), operator="opstate")  # operator state still reads
-    assert pq.read_table(tmp_path / "op.parquet").num_rows == 8
 
 
 def test_unknown_state_lists_the_known_ones(tmp_path: Path) -> None:
