@@ -19,9 +19,10 @@ from statectl.savepoint.reader import open_savepoint
 
 def diff_command(
     a: Annotated[
-        str, typer.Argument(help="First savepoint (directory or _metadata; path or URL).")
+        str,
+        typer.Argument(metavar="A", help="First savepoint (directory or _metadata; path or URL)."),
     ],
-    b: Annotated[str, typer.Argument(help="Second savepoint.")],
+    b: Annotated[str, typer.Argument(metavar="B", help="Second savepoint.")],
     operator: Annotated[
         str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
     ] = None,
@@ -32,7 +33,7 @@ def diff_command(
         bool | None,
         typer.Option(
             "--spark/--no-spark",
-            help="Compare keyed state with a Spark job (default: only above 256 MiB of it, "
+            help="Compare keyed state with a Spark job (default: only above 64 MiB of it, "
             "or when --master is given).",
         ),
     ] = None,

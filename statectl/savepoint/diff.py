@@ -576,7 +576,7 @@ def _broadcast_map(elements: list[entries.OperatorElement]) -> dict[bytes, bytes
 
 # --- choosing where to run --------------------------------------------------------------------
 
-SPARK_AUTO_BYTES = 256 << 20
+SPARK_AUTO_BYTES = 64 << 20  # ~5 s of in-process hashing of small entries ≈ a Spark start
 
 
 def keyed_bytes(sp: Savepoint, operator: str | None) -> int:
