@@ -236,4 +236,7 @@ def _relocate_keyed(
                 LocalFile(f.local_path, names.relocate(f.handle, prefix)) for f in handle.private
             ),
         )
-    raise UnsupportedError(f"operator {where} has changelog state, which statectl cannot copy")
+    raise UnsupportedError(
+        f"operator {where} has changelog state, which statectl cannot read; "
+        "take a CANONICAL savepoint instead"
+    )

@@ -193,12 +193,17 @@ def test_plan_reads_only_instances_that_intersect(checkpoint: Path) -> None:
 # --- what cannot be read ---------------------------------------------------------------------
 
 
-def _with_first_keyed(sp: Savepoint, change: Any) -> Savepoint:
+def _with_first_keyed(sp: Savepoint, change: Any, count: int = 1) -> Savepoint:
+    """`sp` with the keyed handles of keyed-str's first `count` subtasks changed."""
     op = sp.find_operator("keyed-str")
     assert op.subtasks is not None
-    first = op.subtasks[0]
-    subtask = dataclasses.replace(first, managed_keyed_state=change(first.managed_keyed_state))
-    new_op = dataclasses.replace(op, subtasks=(subtask, *op.subtasks[1:]))
+    subtasks = tuple(
+        dataclasses.replace(s, managed_keyed_state=change(s.managed_keyed_state))
+        if i < count
+        else s
+        for i, s in enumerate(op.subtasks)
+    )
+    new_op = dataclasses.replace(op, subtasks=subtasks)
     operators = tuple(new_op if o is op else o for o in sp.operators)
     return dataclasses.replace(sp, metadata=dataclasses.replace(sp.metadata, operators=operators))
 
@@ -225,3 +230,20 @@ def test_an_instance_rocksdict_cannot_open_is_refused_with_advice() -> None:
     instance = _instances(_with_first_keyed(sp, without_current), "keyed-str")[0]
     with pytest.raises(UnsupportedError, match=r"rocksdict cannot open.*CANONICAL savepoint"):
         list(native.read_blocks(instance, [("cnt", 0)], 0, 127, 1))
+
+
+def test_changelog_state_is_refused_with_advice() -> None:
+    from statectl.formats.handles import ChangelogHandle
+    from statectl.rescale.job import build_tasks
+
+    sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
+
+    def changelog(handle: IncrementalKeyedHandle) -> ChangelogHandle:
+        return ChangelogHandle(14, 0, 64, 0, (handle,), (), 1, 1, "id")
+
+    with pytest.raises(UnsupportedError, match=r"changelog.*CANONICAL savepoint"):
+        plan_rescale(_with_first_keyed(sp, changelog), 3)
+    # Only changelog handles: a conversion would copy them, which statectl refuses too.
+    plan = plan_rescale(_with_first_keyed(sp, changelog, count=2), None)
+    with pytest.raises(UnsupportedError, match=r"changelog.*CANONICAL savepoint"):
+        build_tasks(plan)
