@@ -247,3 +247,31 @@ def test_changelog_state_is_refused_with_advice() -> None:
     plan = plan_rescale(_with_first_keyed(sp, changelog, count=2), None)
     with pytest.raises(UnsupportedError, match=r"changelog.*CANONICAL savepoint"):
         build_tasks(plan)
+
+
+def test_inline_and_remote_files_are_gathered() -> None:
+    """Files inlined in `_metadata` are written out; non-local ones downloaded (memory://)."""
+    import fsspec
+
+    from statectl.formats.handles import ByteStreamHandle
+
+    local = fixture_savepoint("rocksdb_native_full")
+    fs = fsspec.filesystem("memory")
+    for path in local.iterdir():
+        fs.pipe_file(f"/native-sp/{path.name}", path.read_bytes())
+    sp = open_savepoint("memory://native-sp")
+
+    def inline_current(handle: IncrementalKeyedHandle) -> IncrementalKeyedHandle:
+        private = tuple(
+            LocalFile(f.local_path, ByteStreamHandle("inline", sp.stream(f.handle).read()))  # type: ignore[arg-type]
+            if f.local_path == "CURRENT"
+            else f
+            for f in handle.private
+        )
+        return dataclasses.replace(handle, private=private)
+
+    instance = _instances(_with_first_keyed(sp, inline_current), "keyed-str")[0]
+    assert any(f.stream.inline for f in instance.files)
+    assert not any(f.stream.location and f.stream.location.is_local for f in instance.files)
+    expected = _canonical_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
+    assert _converted_blocks(instance) == {g: b for g, b in expected.items() if g <= 63}
