@@ -10,6 +10,7 @@ from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
 from statectl.rescale.plan import plan_rescale
 from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.verify import ensure_consistent
 
 FORMATS = ("canonical",)
 
@@ -60,7 +61,9 @@ def convert(
             f"{format!r}: statectl writes only CANONICAL savepoints", param_hint="--format"
         )
     options = parse_storage_options(storage_option)
-    plan = plan_rescale(open_savepoint(source, options), None)
+    savepoint = open_savepoint(source, options)
+    ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
+    plan = plan_rescale(savepoint, None)
     if dry_run:
         if json_output:
             output.print_json(output.plan_to_json(plan))

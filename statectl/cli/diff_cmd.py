@@ -15,6 +15,7 @@ from statectl.formats.state_values import jsonable
 from statectl.savepoint.diff import DiffReport, Example, StateDiff, diff, wants_spark
 from statectl.savepoint.engine import Engine, LocalEngine, SparkEngine
 from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.verify import ensure_consistent
 
 
 def diff_command(
@@ -59,6 +60,8 @@ def diff_command(
     """
     options = parse_storage_options(storage_option)
     sp_a, sp_b = open_savepoint(a, options), open_savepoint(b, options)
+    ensure_consistent(sp_a)  # refuse inconsistent input before reading entries
+    ensure_consistent(sp_b)
     use_spark = wants_spark(sp_a, sp_b, operator, True if master else spark)
     engine: Engine = (
         SparkEngine(master or "local[*]", parse_key_values(conf, "--conf"))

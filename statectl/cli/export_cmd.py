@@ -11,6 +11,7 @@ from statectl.cli.options import StorageOptions, parse_key_values, parse_storage
 from statectl.savepoint.engine import Engine, LocalEngine, SparkEngine
 from statectl.savepoint.export import export
 from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.verify import ensure_consistent
 
 
 def export_command(
@@ -59,6 +60,7 @@ def export_command(
     """
     options = parse_storage_options(storage_option)
     sp = open_savepoint(path, options)
+    ensure_consistent(sp, [sp.find_operator(operator)] if operator else None)
     use_spark = spark or master is not None
     engine: Engine = (
         SparkEngine(master or "local[*]", parse_key_values(conf, "--conf"))

@@ -17,9 +17,11 @@ import tempfile
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from statectl import errors
 from statectl.rescale.execute import Result, Task, run_task
 
 if TYPE_CHECKING:
@@ -91,7 +93,7 @@ def run_tasks(
         return []
     context = session.sparkContext
     rdd = context.parallelize(list(tasks), numSlices=len(tasks))
-    job = rdd.map(lambda task: run_task(task, output_url, storage_options))
+    job = rdd.map(guarded(lambda task: run_task(task, output_url, storage_options)))
     group = f"statectl-{uuid.uuid4().hex}"
     context.setJobGroup(group, f"statectl: {len(tasks)} files", interruptOnCancel=True)
     stop = threading.Event()
@@ -102,13 +104,14 @@ def run_tasks(
         )
         watcher.start()
     try:
-        return job.collect()
+        results = raise_failures(job.collect())
     finally:
         stop.set()
         if watcher is not None:
             watcher.join()
-        if progress is not None:
-            progress(len(tasks), len(tasks))
+    if progress is not None:  # only a job that succeeded has written every file
+        progress(len(tasks), len(tasks))
+    return results
 
 
 def _watch(
@@ -123,3 +126,47 @@ def _watch(
                 stage = tracker.getStageInfo(stage_id)
                 done += stage.numCompletedTasks if stage else 0
         progress(min(done, total), total)
+
+
+# --- errors inside tasks -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailure:
+    """A task's bad-input error, returned as a value: raised inside a Spark task it would reach
+    the driver as a Java exception carrying the worker's traceback instead of one clear line."""
+
+    kind: str  # the StatectlError subclass name
+    message: str
+    source: str | None
+
+    def error(self) -> errors.StatectlError:
+        error_class = getattr(errors, self.kind, errors.StatectlError)
+        return error_class(self.message, self.source)
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def guarded(fn: Callable[[T], R]) -> Callable[[T], R | TaskFailure]:
+    """`fn` for a Spark task: statectl's own errors and I/O errors come back as TaskFailure."""
+
+    def run(item: T) -> R | TaskFailure:
+        try:
+            return fn(item)
+        except errors.StatectlError as exc:
+            return TaskFailure(type(exc).__name__, exc.message, exc.source)
+        except OSError as exc:
+            source = None if exc.filename is None else str(exc.filename)
+            return TaskFailure("SavepointError", exc.strerror or str(exc), source)
+
+    return run
+
+
+def raise_failures(results: list[Any]) -> list[Any]:
+    """The results, after raising the first TaskFailure among them on the driver."""
+    for result in results:
+        if isinstance(result, TaskFailure):
+            raise result.error()
+    return results

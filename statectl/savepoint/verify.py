@@ -173,7 +173,7 @@ class _Checker:
                 (op.uid or op.operator_id_hex) if op else None,
                 op.operator_id_hex if op else None,
                 where.subtask,
-                where.file,
+                where.file or self.sp.metadata_location.url,  # else `_metadata` says it
                 problem,
             )
         )
