@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -11,6 +12,7 @@ from statectl.cli.options import StorageOptions, parse_key_values, parse_storage
 from statectl.rescale.plan import plan_rescale
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.verify import ensure_consistent
+from statectl.savepoint.writer import stale_staging
 
 
 def rescale(
@@ -77,6 +79,8 @@ def rescale(
         return
     from statectl.rescale.job import rescale as run_rescale
 
+    warn_stale_staging(destination, options)
+
     with output.TaskProgress("rescale", enabled=not json_output) as progress:
         result = run_rescale(
             plan,
@@ -99,3 +103,13 @@ def _positive_int(value: str, name: str) -> int:
             f"{name}={value}: parallelism must be a positive integer", param_hint="--operator"
         )
     return int(value)
+
+
+def warn_stale_staging(destination: str, options: dict[str, str] | None) -> None:
+    """Name staging folders that killed runs left beside DST (this run ignores them)."""
+    for url in stale_staging(destination, options):
+        print(
+            f"statectl: warning: {url}: staging folder of an interrupted run, not a savepoint; "
+            "delete it once no other run writes there",
+            file=sys.stderr,
+        )

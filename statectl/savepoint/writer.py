@@ -9,6 +9,7 @@ a savepoint, so an interrupted run leaves nothing Flink would restore.
 from __future__ import annotations
 
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ class StagedSavepoint:
     destination: Location
     staging: Location
     storage_options: dict[str, Any] | None
+    overwrite: bool = False
 
     @property
     def staging_url(self) -> str:
@@ -43,7 +45,7 @@ def stage(
         raise SavepointError("destination exists; pass --overwrite to replace it", destination.url)
     staging = destination.parent.child(f"{STAGING_MARK}{destination.name}-{uuid.uuid4().hex[:12]}")
     staging.fs.makedirs(staging.path, exist_ok=True)
-    return StagedSavepoint(destination, staging, storage_options)
+    return StagedSavepoint(destination, staging, storage_options, overwrite)
 
 
 def publish(staged: StagedSavepoint, metadata: CheckpointMetadata) -> None:
@@ -52,6 +54,11 @@ def publish(staged: StagedSavepoint, metadata: CheckpointMetadata) -> None:
     staged.staging.fs.pipe_file(staged.staging.child(METADATA_FILE).path, data)
     destination = staged.destination
     if destination.exists():
+        if not staged.overwrite:  # another run published there while this one was writing
+            raise SavepointError(
+                "destination appeared while writing; pass --overwrite to replace it",
+                destination.url,
+            )
         _remove_existing(destination)
     if staged.staging.is_local:
         os.replace(staged.staging.path, destination.path)
@@ -77,6 +84,22 @@ def _move_metadata_last(staged: StagedSavepoint) -> None:
             fs.mv(path, destination.child(name).path, recursive=True)
     fs.mv(staged.staging.child(METADATA_FILE).path, destination.child(METADATA_FILE).path)
     fs.rm(staged.staging.path, recursive=True)
+
+
+def stale_staging(destination_url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Staging folders beside the destination that were never published (killed runs).
+
+    They are reported, never deleted: one may belong to a run still writing elsewhere.
+    """
+    destination = locate(destination_url, storage_options)
+    parent = destination.parent
+    pattern = re.compile(re.escape(f"{STAGING_MARK}{destination.name}-") + "[0-9a-f]{12}")
+    try:
+        paths = parent.fs.ls(parent.path, detail=False)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    names = (path.rstrip("/").rsplit("/", 1)[-1] for path in paths)
+    return sorted(parent.child(name).url for name in names if pattern.fullmatch(name))
 
 
 def discard(staged: StagedSavepoint) -> None:
