@@ -55,13 +55,18 @@ class Location:
         return posixpath.basename(self.path.rstrip("/"))
 
     def exists(self) -> bool:
-        return bool(self.fs.exists(self.path))
+        try:
+            return bool(self.fs.exists(self.path))
+        except ValueError as exc:  # e.g. a NUL byte in a name read from a corrupt `_metadata`
+            raise SavepointError(f"not a valid file name ({exc})", self.url) from None
 
     def size(self) -> int:
         try:
             return int(self.fs.size(self.path))
         except FileNotFoundError:
             raise SavepointError("file not found", self.url) from None
+        except ValueError as exc:
+            raise SavepointError(f"not a valid file name ({exc})", self.url) from None
 
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
         try:
@@ -72,6 +77,8 @@ class Location:
             raise SavepointError("file not found", self.url) from None
         except IsADirectoryError:
             raise SavepointError("is a directory, not a file", self.url) from None
+        except ValueError as exc:
+            raise SavepointError(f"not a valid file name ({exc})", self.url) from None
 
 
 def _join_url(url: str, name: str) -> str:

@@ -135,7 +135,7 @@ class _Checker:
     deep: bool
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    sizes: dict[str, int | None] = field(default_factory=dict)  # url → size (None: missing)
+    sizes: dict[str, int | str] = field(default_factory=dict)  # url → size, or why none
     inline_streams: int = 0
     stats: Counter[str] = field(default_factory=Counter)
 
@@ -300,12 +300,12 @@ class _Checker:
         if url not in self.sizes:
             try:
                 self.sizes[url] = stream.location.size()
-            except StatectlError:
-                self.sizes[url] = None
+            except StatectlError as exc:
+                self.sizes[url] = exc.message  # "file not found", …
         actual = self.sizes[url]
         at = _Where(where.op, where.subtask, url)
-        if actual is None:
-            self.add(at, "file not found")
+        if isinstance(actual, str):
+            self.add(at, actual)
             return None
         if isinstance(handle, SegmentFileHandle):
             if stream.start + stream.size > actual:
@@ -398,7 +398,11 @@ class _Checker:
             return
         at = _Where(where.op, where.subtask, meta.description)
         header = self._keyed_header(at, meta, meta.size)
-        if self.deep and header is not None and files_ok:
+        assert where.op is not None
+        in_range = handle.key_groups is not None and (
+            handle.key_groups[0] >= 0 and handle.key_groups[1] < where.op.max_parallelism
+        )  # else a coverage finding; rows outside the key groups cannot be read by key group
+        if self.deep and header is not None and files_ok and in_range:
             self._native_deep(where, handle, header)
 
     def _native_deep(
@@ -490,7 +494,9 @@ class _Checker:
     ) -> None:
         infos = {s.name: s for s in header.states}
         for state in layout.states:
-            info = infos[state.name]
+            info = infos.get(state.name)
+            if info is None:
+                continue  # already a finding: the state is not in the header
             serializer = info.value_serializer
             element_type = key_type_for_serializer(serializer.class_name if serializer else None)
             for start, end in state.spans:

@@ -482,8 +482,21 @@ def _file_cases() -> list[Case]:
         Case("keyed-file-shortened-by-1", COMPRESSED, _resize("keyed-str", 0, "keyed", -1), SHORTER),
         Case("keyed-file-emptied", FILES, _resize("keyed-str", 1, "keyed", -100000), SHORTER),
         Case("operator-file-shortened", FILES, _resize("opstate", 0, "operator", -3), SHORTER),
+        Case("file-name-with-nul", FILES, _nul_in_name, ("not a valid file name",)),
         Case("keyed-file-longer", FILES, _resize("keyed-str", 0, "keyed", 16), ("longer than its handle says",)),
     ]  # fmt: skip
+
+
+def _nul_in_name(sp: Path) -> Path:
+    """A relative file name with a NUL byte: no filesystem accepts it."""
+    md = load(sp)
+    handle = keyed_handle(md, "keyed-str", 0)
+    assert isinstance(handle.delegate, RelativeFileHandle)
+    name = handle.delegate.relative_path + "\x00x"
+    delegate = dataclasses.replace(handle.delegate, relative_path=name)
+    new = dataclasses.replace(handle, delegate=delegate)
+    save(sp, with_subtask(md, "keyed-str", 0, managed_keyed_state=new))
+    return sp / name
 
 
 def _native_file(pick: Callable[[list[tuple[str, str]]], str], action: str) -> Callable:
