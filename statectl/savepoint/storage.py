@@ -86,7 +86,9 @@ def _join_url(url: str, name: str) -> str:
 
 
 def _parent_url(url: str) -> str:
-    head, _, _ = url.rstrip("/").rpartition("/")
+    head, slash, _ = url.rstrip("/").rpartition("/")
+    if not slash:  # a bare relative name: its parent is the working directory, not itself
+        return "."
     return head or url
 
 

@@ -11,8 +11,12 @@ import pytest
 from statectl.errors import SavepointError
 from statectl.formats.metadata import CheckpointMetadata, read_metadata
 from statectl.savepoint import writer
+from statectl.savepoint.storage import locate
+from tests.conftest import fixture_savepoint
 
-EMPTY = CheckpointMetadata(6, 7, (), (), b"\xac\xed\x00\x05tail")
+# No operators, and the CheckpointProperties tail of a real Flink 2.3 savepoint.
+_FIXTURE = fixture_savepoint("hashmap_canonical_files") / "_metadata"
+EMPTY = CheckpointMetadata(6, 7, (), (), read_metadata(_FIXTURE.read_bytes()).properties)
 
 
 @pytest.fixture(params=["local", "memory"])
@@ -57,11 +61,21 @@ def test_discard_leaves_nothing(destination: str) -> None:
 
 
 def test_destination_inside_the_source_is_refused(tmp_path: Path) -> None:
-    from statectl.savepoint.storage import locate
-
     source = locate(str(tmp_path / "sp"))
     with pytest.raises(SavepointError, match="must not be the source"):
         writer.ensure_not_inside(source, str(tmp_path / "sp" / "nested"), None)
     with pytest.raises(SavepointError, match="must not be the source"):
         writer.ensure_not_inside(source, str(tmp_path / "sp"), None)
     writer.ensure_not_inside(source, str(tmp_path / "sp-2"), None)
+
+
+def test_a_bare_relative_destination_stages_beside_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    staged = writer.stage("out", overwrite=False)
+    assert staged.staging_url.startswith("./.statectl-staging-out-")
+    assert locate(staged.staging_url).path == staged.staging.path
+    assert Path(staged.staging.path).parent == tmp_path
+    writer.publish(staged, EMPTY)
+    assert read_metadata((tmp_path / "out" / "_metadata").read_bytes()) == EMPTY
