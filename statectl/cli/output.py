@@ -321,6 +321,7 @@ def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
             }
             for op in report.operators
         ],
+        "timings": dict(report.timings),
     }
 
 

@@ -8,6 +8,7 @@ savepoint can be moved anywhere. The metadata version and tail are the input's.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,7 @@ class OperatorReport:
 class RescaleReport:
     destination: str
     operators: tuple[OperatorReport, ...]
+    timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the driver, for benchmarks
 
     @property
     def bytes(self) -> int:
@@ -145,14 +147,22 @@ def rescale(
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
     tasks, carried = build_tasks(plan)
     staged = writer.stage(destination, overwrite, storage_options)
+    clock = [time.monotonic()]
     try:
-        session = spark_job.spark_session(master, spark_conf)
-        results = spark_job.run_tasks(session, tasks, staged.staging_url, storage_options, progress)
+        context = spark_job.spark_context(master, spark_conf)
+        clock.append(time.monotonic())
+        results = spark_job.run_tasks(context, tasks, staged.staging_url, storage_options, progress)
+        clock.append(time.monotonic())
         writer.publish(staged, assemble(plan, carried, results))
+        clock.append(time.monotonic())
     except BaseException:
         writer.discard(staged)
         raise
-    return report(plan, results, staged.destination.url)
+    phases = ("spark_start", "spark_job", "publish")
+    timings = tuple(
+        (p, round(b - a, 3)) for p, a, b in zip(phases, clock[:-1], clock[1:], strict=True)
+    )
+    return dataclasses.replace(report(plan, results, staged.destination.url), timings=timings)
 
 
 # --- carrying operators over unchanged ---------------------------------------------------

@@ -1,14 +1,20 @@
-"""Running plan tasks as a PySpark job: one Spark task per new subtask file (or carried file).
+"""Running plan tasks as a PySpark job: plan tasks packed into one Spark task per core.
 
 `local[*]` starts an embedded session; any other `--master` is a cluster, to which the
 `statectl` package is shipped as a zip (workers need its dependencies, see README).
 Spark's console progress is off and its log level WARN; progress is reported through a
-callback fed by Spark's status tracker.
+callback fed by an accumulator of files written.
+
+Start-up dominates small and medium rescales, so a rescale starts a bare SparkContext (no SQL
+session, which costs as much again) and the driver JVM, which only schedules, skips the
+optimising JIT. Plan tasks are packed by bytes into at most one Spark task per core: a Spark
+task costs tens of milliseconds, most plan tasks (operator state, small keyed files) far less.
 """
 
 from __future__ import annotations
 
 import atexit
+import heapq
 import logging
 import os
 import shutil
@@ -22,9 +28,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl import errors
-from statectl.rescale.execute import Result, Task, run_task
+from statectl.rescale.execute import CopyTask, Result, Task, run_task
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -46,13 +53,22 @@ def spark_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    builder = SparkSession.builder.master(master).appName("statectl")
+    spark_context(master, conf)
+    return SparkSession.builder.getOrCreate()  # over the context just started
+
+
+def spark_context(
+    master: str = DEFAULT_MASTER, conf: Mapping[str, str] | None = None
+) -> SparkContext:
+    """The active SparkContext, or a new one without a SQL session (tasks need none)."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return active
     log_config = Path(__file__).with_name("log4j2.properties")
-    settings = {
-        **_QUIET_CONF,
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log_config.as_uri()}",
-        **(conf or {}),
-    }
+    java_options = f"-Dlog4j2.configurationFile={log_config.as_uri()} -XX:TieredStopAtLevel=1"
+    settings = {**_QUIET_CONF, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
     if master.startswith("local"):
         # An embedded session talks to nothing but itself, and its Python workers must see
         # the driver's packages: PySpark otherwise starts whatever `python3` is on PATH.
@@ -60,17 +76,19 @@ def spark_session(
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         settings.setdefault("spark.driver.host", "127.0.0.1")
         settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
+        settings.setdefault("spark.python.daemon.module", "statectl.rescale.spark_daemon")
+    spark_conf = SparkConf().setMaster(master).setAppName("statectl")
     for key, value in settings.items():
-        builder = builder.config(key, value)
+        spark_conf.set(key, value)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("WARN")
+    context = SparkContext.getOrCreate(spark_conf)
+    context.setLogLevel("WARN")
     if not master.startswith("local"):
-        _ship_package(session)
-    return session
+        _ship_package(context)
+    return context
 
 
-def _ship_package(session: SparkSession) -> None:
+def _ship_package(context: SparkContext) -> None:
     """Put `statectl` on the executors' Python path (its dependencies must be installed there)."""
     package_dir = Path(__file__).resolve().parents[1]
     scratch = Path(tempfile.mkdtemp(prefix="statectl-pyfiles-"))
@@ -78,11 +96,11 @@ def _ship_package(session: SparkSession) -> None:
     atexit.register(shutil.rmtree, scratch, ignore_errors=True)
     archive_base = scratch / "statectl"
     archive = shutil.make_archive(str(archive_base), "zip", package_dir.parent, package_dir.name)
-    session.sparkContext.addPyFile(archive)
+    context.addPyFile(archive)
 
 
 def run_tasks(
-    session: SparkSession,
+    spark: SparkContext | SparkSession,
     tasks: Sequence[Task],
     output_url: str,
     storage_options: dict[str, Any] | None,
@@ -91,20 +109,29 @@ def run_tasks(
     """Run every task once, in parallel; results come back in task order."""
     if not tasks:
         return []
-    context = session.sparkContext
-    rdd = context.parallelize(list(tasks), numSlices=len(tasks))
-    job = rdd.map(guarded(lambda task: run_task(task, output_url, storage_options)))
+    context = getattr(spark, "sparkContext", spark)
+    bins = [[(i, tasks[i]) for i in b] for b in pack(tasks, max(1, context.defaultParallelism))]
+    written = context.accumulator(0)
+    run = guarded(lambda task: run_task(task, output_url, storage_options))
+
+    def run_counted(item: tuple[int, Task]) -> tuple[int, Result | TaskFailure]:
+        result = run(item[1])
+        if not isinstance(result, TaskFailure):
+            written.add(1)
+        return item[0], result
+
+    job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
     group = f"statectl-{uuid.uuid4().hex}"
     context.setJobGroup(group, f"statectl: {len(tasks)} files", interruptOnCancel=True)
     stop = threading.Event()
     watcher = None
     if progress is not None:
         watcher = threading.Thread(
-            target=_watch, args=(context, group, len(tasks), progress, stop), daemon=True
+            target=_watch, args=(written, len(tasks), progress, stop), daemon=True
         )
         watcher.start()
     try:
-        results = raise_failures(job.collect())
+        results = raise_failures([r for _, r in sorted(job.collect(), key=_first)])
     finally:
         stop.set()
         if watcher is not None:
@@ -114,18 +141,44 @@ def run_tasks(
     return results
 
 
-def _watch(
-    context: Any, group: str, total: int, progress: ProgressCallback, stop: threading.Event
-) -> None:
-    tracker = context.statusTracker()
-    while not stop.wait(0.25):
-        done = 0
-        for job_id in tracker.getJobIdsForGroup(group):
-            job = tracker.getJobInfo(job_id)
-            for stage_id in job.stageIds if job else ():
-                stage = tracker.getStageInfo(stage_id)
-                done += stage.numCompletedTasks if stage else 0
-        progress(min(done, total), total)
+def pack(tasks: Sequence[Task], slots: int) -> list[list[int]]:
+    """Task indexes in at most `slots` bins of about equal bytes (largest first, to the
+    lightest bin); no bin is empty."""
+    bins: list[list[int]] = [[] for _ in range(min(slots, len(tasks)))]
+    loads = [(0, n) for n in range(len(bins))]
+    for index in sorted(range(len(tasks)), key=lambda i: -task_bytes(tasks[i])):
+        load, n = heapq.heappop(loads)
+        bins[n].append(index)
+        heapq.heappush(loads, (load + task_bytes(tasks[index]), n))
+    return bins
+
+
+def task_bytes(task: Task) -> int:
+    """Bytes a task reads (native runs: their share of the instance), to balance bins."""
+    if isinstance(task, CopyTask):
+        return task.source.size
+    size = 0
+    if task.keyed is not None:
+        size += task.keyed.size
+        for run in task.keyed.native:
+            owned = run.instance.key_groups or (run.first, run.last)
+            size += run.instance.size * (run.last - run.first + 1) // (owned[1] - owned[0] + 1)
+    if task.operator is not None:
+        size += task.operator.size
+    return size
+
+
+def _items(bin_: list[tuple[int, Task]]) -> list[tuple[int, Task]]:
+    return bin_
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    return pair[0]
+
+
+def _watch(written: Any, total: int, progress: ProgressCallback, stop: threading.Event) -> None:
+    while not stop.wait(0.25):  # the accumulator counts files of Spark tasks that finished
+        progress(min(written.value, total), total)
 
 
 # --- errors inside tasks -----------------------------------------------------------------

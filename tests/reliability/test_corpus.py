@@ -55,6 +55,7 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
         pytest.fail("the command reached Spark: the corruption was not caught while planning")
 
     monkeypatch.setattr(spark_job, "spark_session", refuse)
+    monkeypatch.setattr(spark_job, "spark_context", refuse)
 
 
 @pytest.mark.usefixtures("no_spark")
