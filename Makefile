@@ -37,6 +37,10 @@ format: setup
 	$(VENV)/bin/ruff format statectl tests
 	$(VENV)/bin/ruff check --fix statectl tests
 
+# Rescale wall time against cp -r and peak RSS, on synthetic savepoints cached in .cache/bench/.
+bench: setup
+	$(PY) -m bench.run
+
 clean:
 	rm -rf .cache/demo .pytest_cache
 
