@@ -14,6 +14,7 @@ task costs tens of milliseconds, most plan tasks (operator state, small keyed fi
 from __future__ import annotations
 
 import atexit
+import contextlib
 import heapq
 import logging
 import os
@@ -110,15 +111,18 @@ def run_tasks(
     if not tasks:
         return []
     context = getattr(spark, "sparkContext", spark)
-    bins = [[(i, tasks[i]) for i in b] for b in pack(tasks, max(1, context.defaultParallelism))]
+    bins = pack(tasks, max(1, context.defaultParallelism))
+    # Spark tasks carry task indexes; the plan travels once per executor, so a big plan
+    # packed into few Spark tasks never makes oversized ones.
+    plan = context.broadcast(list(tasks))
     written = context.accumulator(0)
     run = guarded(lambda task: run_task(task, output_url, storage_options))
 
-    def run_counted(item: tuple[int, Task]) -> tuple[int, Result | TaskFailure]:
-        result = run(item[1])
+    def run_counted(index: int) -> tuple[int, Result | TaskFailure]:
+        result = run(plan.value[index])
         if not isinstance(result, TaskFailure):
             written.add(1)
-        return item[0], result
+        return index, result
 
     job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
     group = f"statectl-{uuid.uuid4().hex}"
@@ -136,6 +140,8 @@ def run_tasks(
         stop.set()
         if watcher is not None:
             watcher.join()
+        with contextlib.suppress(Exception):  # never hide the job's own error
+            plan.destroy()
     if progress is not None:  # only a job that succeeded has written every file
         progress(len(tasks), len(tasks))
     return results
@@ -168,7 +174,7 @@ def task_bytes(task: Task) -> int:
     return size
 
 
-def _items(bin_: list[tuple[int, Task]]) -> list[tuple[int, Task]]:
+def _items(bin_: list[int]) -> list[int]:
     return bin_
 
 
