@@ -13,8 +13,7 @@ from typing import Annotated
 import typer
 
 from statectl import __version__
-from statectl.cli import inspect_cmd, rescale_cmd, verify_cmd
-from statectl.cli import convert_cmd, diff_cmd, export_cmd
+from statectl.cli import convert_cmd, diff_cmd, export_cmd, inspect_cmd, rescale_cmd, verify_cmd
 from statectl.errors import StatectlError
 
 app = typer.Typer(
