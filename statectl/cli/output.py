@@ -17,6 +17,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from statectl.rescale import rekey
 from statectl.savepoint.summary import OperatorSummary, SavepointSummary, SubtaskSummary
 
 if TYPE_CHECKING:
@@ -233,15 +234,19 @@ def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
         "uid": op.uid,
         "old_parallelism": op.parallelism,
         "new_parallelism": plan.new_parallelism,
+        "old_max_parallelism": op.max_parallelism,
+        "new_max_parallelism": plan.max_parallelism,
         "rescaled": plan.rescaled,
         "subtasks": [],
     }
+    if plan.rekey is not None:
+        entry["rehash"] = rekey.describe(plan.rekey)
     for target in plan.targets or ():
         keyed = target.keyed
         entry["subtasks"].append(
             {
                 "index": target.index,
-                "key_groups": list(keyed.key_groups) if keyed else None,
+                "key_groups": _key_groups(plan, target.index),
                 "keyed_sources": [
                     {"file": run.source.description, "start": run.start, "end": run.end}
                     for run in (keyed.runs if keyed else ())
@@ -256,6 +261,13 @@ def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
             }
         )
     return entry
+
+
+def _key_groups(plan: OperatorPlan, index: int) -> list[int] | None:
+    if plan.rekey is not None:
+        return list(plan.rekey.key_groups(index))
+    keyed = plan.targets[index].keyed if plan.targets else None
+    return list(keyed.key_groups) if keyed else None
 
 
 def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
@@ -277,10 +289,22 @@ def print_plan(plan: RescalePlan) -> None:
     for entry in plan_to_json(plan)["operators"]:
         name = entry["uid"] or entry["id"]
         change = f"{entry['old_parallelism']} → {entry['new_parallelism']}"
+        max_change = ""
+        if entry["old_max_parallelism"] != entry["new_max_parallelism"]:
+            max_change = f", max parallelism {entry['old_max_parallelism']} → "
+            max_change += str(entry["new_max_parallelism"])
         if not entry["rescaled"]:
-            stdout.print(f"{name}: parallelism {entry['old_parallelism']}, carried over")
+            stdout.print(
+                f"{name}: parallelism {entry['old_parallelism']}{max_change}, carried over"
+            )
             continue
-        table = Table(title=f"{name}: parallelism {change}", title_justify="left")
+        table = Table(title=f"{name}: parallelism {change}{max_change}", title_justify="left")
+        if "rehash" in entry:
+            rehash = entry["rehash"]
+            table.caption = (
+                f"{rehash['key_type']} keys re-hashed from {rehash['sources']} sources "
+                f"({human_bytes(rehash['source_bytes'])})"
+            )
         for column in ("subtask", "key groups", "keyed sources", "operator state"):
             table.add_column(column)
         table.add_column("bytes", justify="right")
@@ -315,6 +339,8 @@ def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
                 "uid": op.uid,
                 "old_parallelism": op.old_parallelism,
                 "new_parallelism": op.new_parallelism,
+                "old_max_parallelism": op.old_max_parallelism,
+                "new_max_parallelism": op.new_max_parallelism,
                 "rescaled": op.rescaled,
                 "files": op.files,
                 "bytes": op.bytes,
@@ -331,12 +357,18 @@ def print_rescale_report(report: RescaleReport) -> None:
         table.add_column(column)
     table.add_column("bytes", justify="right")
     for op in report.operators:
-        change = (
-            f"{op.old_parallelism} → {op.new_parallelism}"
-            if op.rescaled
-            else f"{op.old_parallelism} (kept)"
-        )
-        if op.rescaled and op.old_parallelism == op.new_parallelism:
-            change = f"{op.old_parallelism} (native → canonical)"
+        same_max = op.old_max_parallelism == op.new_max_parallelism
+        if not op.rescaled:
+            change = f"{op.old_parallelism} (kept)"
+        elif op.old_parallelism != op.new_parallelism:
+            change = f"{op.old_parallelism} → {op.new_parallelism}"
+        else:  # same parallelism: a new max parallelism, or RocksDB native state converted
+            change = (
+                str(op.old_parallelism)
+                if not same_max
+                else f"{op.old_parallelism} (native → canonical)"
+            )
+        if not same_max:
+            change += f", max {op.old_max_parallelism} → {op.new_max_parallelism}"
         table.add_row(op.uid or op.id, change, str(op.files), human_bytes(op.bytes))
     stdout.print(table)

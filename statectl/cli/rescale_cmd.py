@@ -34,6 +34,17 @@ def rescale(
             "--operator", help="UID_OR_ID=N: new parallelism of one operator (repeatable)."
         ),
     ] = None,
+    max_parallelism: Annotated[
+        int | None,
+        typer.Option(
+            "--max-parallelism",
+            min=1,
+            max=32768,
+            help="New max parallelism (number of key groups) of every operator; keys are "
+            "re-hashed. Key types: String, Long, Integer, Short, Byte, Boolean, Character, "
+            "Double, Float.",
+        ),
+    ] = None,
     master: Annotated[
         str, typer.Option(help="Spark master URL, as for spark-submit.")
     ] = "local[*]",
@@ -54,23 +65,30 @@ def rescale(
     Key-group blocks and list elements are copied as bytes. The output is a CANONICAL
     savepoint that Flink restores at the new parallelism; the input is never modified.
 
+    --max-parallelism re-hashes every key into the key groups of the new max parallelism
+    (keys of the types listed under the option only); the restored job must set that max
+    parallelism or leave it unset.
+
     Examples:
 
       statectl rescale ./sp -o ./sp-p8 --parallelism 8
+
+      statectl rescale ./sp -o ./sp-m4096 --max-parallelism 4096 --parallelism 16
 
       statectl rescale s3://b/sp -o s3://b/sp-p4 -p 4 --operator enrich=2 --master spark://host:7077
     """
     overrides = {
         k: _positive_int(v, k) for k, v in parse_key_values(operator, "--operator").items()
     }
-    if parallelism is None and not overrides:
+    if parallelism is None and not overrides and max_parallelism is None:
         raise typer.BadParameter(
-            "give --parallelism or at least one --operator UID=N", param_hint="--parallelism"
+            "give --parallelism, --max-parallelism or at least one --operator UID=N",
+            param_hint="--parallelism",
         )
     options = parse_storage_options(storage_option)
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
-    plan = plan_rescale(savepoint, parallelism, overrides)
+    plan = plan_rescale(savepoint, parallelism, overrides, max_parallelism)
     if dry_run:
         if json_output:
             output.print_json(output.plan_to_json(plan))

@@ -146,6 +146,10 @@ class KeyType:
     def key_group(self, value: Any, max_parallelism: int) -> int:
         return assign_to_key_group(self.hash_code(value), max_parallelism)
 
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # Pickled by name (Spark ships plans to workers): the codecs are local functions.
+        return key_type_for_serializer, (self.serializer,)
+
 
 def _fixed(fmt: str) -> tuple[Callable[[memoryview, int], tuple[Any, int]], Callable[[Any], bytes]]:
     codec = struct.Struct(fmt)

@@ -243,3 +243,45 @@ def remap_state_ids(block: Buffer, mapping: dict[int, int], compressed: bool) ->
             _U16.pack_into(data, key_start - 6, mapping[state_id])
         starts_run = bool(data[key_start] & FIRST_BIT_IN_BYTE_MASK)
     return snappy_framed.compress_stream(data) if compressed else bytes(data)
+
+
+_END_MARK = _U16.pack(END_OF_KEY_GROUP_MARK)
+
+
+def encode_blocks(
+    entries: Iterable[tuple[int, int, Buffer, Buffer]],
+) -> Iterator[tuple[int | None, bytes]]:
+    """Canonical blocks of (key group, state id, key, value) entries sorted by key group then
+    state id, as a stream of byte pieces: a piece that begins a key group's block comes with
+    that key group, every other piece with None. One entry is held back to set its flag, so
+    memory does not grow with the size of a key group.
+    """
+    previous: tuple[int, int, Buffer, Buffer] | None = None
+    for entry in entries:
+        key_group, state_id = entry[0], entry[1]
+        if not 0 <= state_id < END_OF_KEY_GROUP_MARK:
+            raise ValueError(f"state id {state_id} is out of range")
+        if previous is not None:
+            if (key_group, state_id) < (previous[0], previous[1]):
+                raise ValueError("entries are not sorted by key group and state id")
+            ends_run = (key_group, state_id) != (previous[0], previous[1])
+            yield None, _entry_bytes(previous[2], previous[3], ends_run)
+            if key_group != previous[0]:
+                yield None, _END_MARK
+        if previous is None or key_group != previous[0]:
+            yield key_group, _U16.pack(state_id)
+        elif state_id != previous[1]:
+            yield None, _U16.pack(state_id)
+        previous = entry
+    if previous is not None:
+        yield None, _entry_bytes(previous[2], previous[3], True)
+        yield None, _END_MARK
+
+
+def _entry_bytes(key: Buffer, value: Buffer, last_of_run: bool) -> bytes:
+    if not key or key[0] & FIRST_BIT_IN_BYTE_MASK:
+        raise ValueError("a key must be non-empty and start below 0x80 (the flag bit)")
+    first = key[0] | FIRST_BIT_IN_BYTE_MASK if last_of_run else key[0]
+    return b"".join(
+        (_I32.pack(len(key)), bytes((first,)), bytes(key[1:]), _I32.pack(len(value)), bytes(value))
+    )

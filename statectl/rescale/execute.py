@@ -9,18 +9,21 @@ Python; other filesystems stream in bounded chunks. Memory stays flat whatever t
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from statectl.errors import StatectlError
+from statectl.errors import FormatError, StatectlError
 from statectl.formats import keyed_blocks, snappy_framed
 from statectl.formats.handles import OperatorStateOffsets
 from statectl.rescale.plan import BlockRun, KeyedTarget, NativeRun, OperatorTarget, SubtaskTarget
+from statectl.rescale.rekey import RekeyedEntry, RekeyOperator
 from statectl.savepoint import native
 from statectl.savepoint.model import StateStream
 from statectl.savepoint.storage import Location, locate
 
 CHUNK_BYTES = 8 << 20
+_FLUSH_BYTES = 1 << 20  # re-hashed entries are small: write them in pieces of this size
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +81,7 @@ def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None
     return SubtaskResult(task.operator_id, task.index, keyed, operator)
 
 
-class _Output:
+class OutputFile:
     """A new state file being written, with its position, and byte-range copies into it.
 
     Local files are written through a raw descriptor so `os.copy_file_range` and plain writes
@@ -139,7 +142,7 @@ class _Output:
 def _write_keyed(target: KeyedTarget, output: Location, name: str) -> WrittenKeyed:
     first, last = target.key_groups
     offsets = [0] * (last - first + 1)
-    out = _Output(output.child(name))
+    out = OutputFile(output.child(name))
     try:
         out.write(target.header)
         for run in target.runs:
@@ -152,7 +155,7 @@ def _write_keyed(target: KeyedTarget, output: Location, name: str) -> WrittenKey
 
 
 def _write_run(
-    out: _Output, run: BlockRun, offsets: list[int], first_key_group: int, compressed: bool
+    out: OutputFile, run: BlockRun, offsets: list[int], first_key_group: int, compressed: bool
 ) -> None:
     if run.state_id_map is None:
         base = out.pos
@@ -172,7 +175,7 @@ def _write_run(
 
 
 def _write_native_run(
-    out: _Output, run: NativeRun, offsets: list[int], first_key_group: int
+    out: OutputFile, run: NativeRun, offsets: list[int], first_key_group: int
 ) -> None:
     """Canonical blocks built from a RocksDB instance (opened on this executor's local disk)."""
     blocks = native.read_blocks(run.instance, run.states, run.first, run.last, run.prefix_bytes)
@@ -182,7 +185,7 @@ def _write_native_run(
 
 
 def _write_operator(target: OperatorTarget, output: Location, name: str) -> WrittenOperator:
-    out = _Output(output.child(name))
+    out = OutputFile(output.child(name))
     states = []
     try:
         out.write(target.header)
@@ -205,9 +208,43 @@ def _write_operator(target: OperatorTarget, output: Location, name: str) -> Writ
 
 
 def _copy_file(task: CopyTask, output: Location) -> CopyResult:
-    out = _Output(output.child(task.name))
+    out = OutputFile(output.child(task.name))
     try:
         out.copy(task.source, 0, task.source.size)
     finally:
         size = out.close()
     return CopyResult(task.name, size)
+
+
+def write_rekeyed(
+    operator: RekeyOperator,
+    index: int,
+    entries: Iterable[RekeyedEntry],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+) -> SubtaskResult:
+    """The keyed-state file of new subtask `index` of a re-hashed operator, from its entries
+    sorted by key group, state id and key (the shuffle's order); written in bounded pieces."""
+    first, last = operator.key_groups(index)
+    offsets = [0] * (last - first + 1)
+    name = operator.file_name(index)
+    out = OutputFile(locate(output_url, storage_options).child(name))
+    pending = bytearray()
+    try:
+        out.write(operator.header)
+        for key_group, piece in keyed_blocks.encode_blocks(entries):
+            if key_group is not None:
+                if not first <= key_group <= last:
+                    raise FormatError(
+                        f"key group {key_group} is outside subtask {index}'s range {first}–{last}"
+                    )
+                offsets[key_group - first] = out.pos + len(pending)
+            pending += piece
+            if len(pending) >= _FLUSH_BYTES:
+                out.write(pending)
+                pending = bytearray()
+        out.write(pending)
+    finally:
+        size = out.close()
+    keyed = WrittenKeyed(name, size, first, tuple(offsets))
+    return SubtaskResult(operator.operator_id, index, keyed, None)

@@ -26,7 +26,7 @@ from statectl.formats.handles import (
 )
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.rescale.execute import CopyResult, CopyTask, Result, SubtaskResult, Task
-from statectl.rescale.plan import RescalePlan
+from statectl.rescale.plan import RescalePlan, has_native_keyed_state
 from statectl.savepoint import native, writer
 from statectl.savepoint.model import Savepoint, describe_operator
 
@@ -42,6 +42,8 @@ class OperatorReport:
     rescaled: bool
     files: int
     bytes: int
+    old_max_parallelism: int
+    new_max_parallelism: int
 
 
 @dataclass(frozen=True)
@@ -72,27 +74,57 @@ def build_tasks(plan: RescalePlan) -> tuple[list[Task], dict[bytes, OperatorStat
 def assemble(
     plan: RescalePlan, carried: Mapping[bytes, OperatorState], results: list[Result]
 ) -> CheckpointMetadata:
-    by_operator: dict[str, list[SubtaskResult]] = {}
-    for result in results:
-        if isinstance(result, SubtaskResult):
-            by_operator.setdefault(result.operator_id, []).append(result)
+    written = _by_subtask(results)
     operators = []
     for op_plan in plan.operators:
         op = op_plan.operator
         if op_plan.targets is None:
-            operators.append(carried[op.operator_id])
+            operator = carried.get(op.operator_id, op)
+            if op_plan.new_max_parallelism is not None:  # stateless: no subtask holds anything
+                kept = tuple(
+                    s for s in operator.subtasks or () if s.index < op_plan.new_parallelism
+                )
+                operator = dataclasses.replace(
+                    operator,
+                    parallelism=op_plan.new_parallelism,
+                    max_parallelism=op_plan.max_parallelism,
+                    subtasks=kept if operator.subtasks is not None else None,
+                )
+            operators.append(operator)
         else:
-            written = sorted(by_operator[op.operator_id_hex], key=lambda r: r.index)
-            subtasks = tuple(_subtask_state(r) for r in written)
+            mine = sorted(written[op.operator_id_hex].values(), key=lambda r: r.index)
             operators.append(
-                dataclasses.replace(op, parallelism=op_plan.new_parallelism, subtasks=subtasks)
+                dataclasses.replace(
+                    op,
+                    parallelism=op_plan.new_parallelism,
+                    max_parallelism=op_plan.max_parallelism,
+                    subtasks=tuple(_subtask_state(r) for r in mine),
+                )
             )
     metadata = plan.source.metadata
-    if any(t.keyed and t.keyed.native for p in plan.operators for t in p.targets or ()):
+    if any(p.rescaled and has_native_keyed_state(p.operator) for p in plan.operators):
         # Native keyed state was converted: the output is a CANONICAL savepoint.
         properties = native.canonical_savepoint_properties(metadata.properties)
         metadata = dataclasses.replace(metadata, properties=properties)
     return dataclasses.replace(metadata, operators=tuple(operators))
+
+
+def _by_subtask(results: list[Result]) -> dict[str, dict[int, SubtaskResult]]:
+    """Each new subtask's files; a re-hashed keyed file joins the subtask's operator-state file."""
+    by_operator: dict[str, dict[int, SubtaskResult]] = {}
+    for result in results:
+        if not isinstance(result, SubtaskResult):
+            continue
+        subtasks = by_operator.setdefault(result.operator_id, {})
+        known = subtasks.get(result.index)
+        if known is not None:
+            result = dataclasses.replace(
+                known,
+                keyed=known.keyed or result.keyed,
+                operator=known.operator or result.operator,
+            )
+        subtasks[result.index] = result
+    return by_operator
 
 
 def _subtask_state(result: SubtaskResult) -> SubtaskState:
@@ -125,6 +157,8 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
                 p.rescaled,
                 len(sizes.get(p.operator.operator_id_hex, ())),
                 sum(sizes.get(p.operator.operator_id_hex, ())),
+                p.operator.max_parallelism,
+                p.max_parallelism,
             )
             for p in plan.operators
         ),
@@ -152,6 +186,9 @@ def rescale(
         context = spark_job.spark_context(master, spark_conf)
         clock.append(time.monotonic())
         results = spark_job.run_tasks(context, tasks, staged.staging_url, storage_options, progress)
+        rekeyed = [p.rekey for p in plan.operators if p.rekey is not None]
+        if rekeyed:
+            results += spark_job.run_rekey(context, rekeyed, staged.staging_url, storage_options)
         clock.append(time.monotonic())
         writer.publish(staged, assemble(plan, carried, results))
         clock.append(time.monotonic())

@@ -19,12 +19,20 @@ from statectl.formats.handles import (
     KeyGroupsHandle,
     OperatorStateHandle,
 )
+from statectl.formats.java_types import UPPER_BOUND_MAX_PARALLELISM
 from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.rescale.key_groups import check_parallelism, key_group_range
 from statectl.rescale.operator_state_plan import (
     ElementSource,
     StateAssignment,
     assign_operator_state,
+)
+from statectl.rescale.rekey import (
+    CanonicalSource,
+    KeyRegrouper,
+    NativeSource,
+    RekeyOperator,
+    RekeySource,
 )
 from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
@@ -121,10 +129,16 @@ class OperatorPlan:
     operator: OperatorState
     new_parallelism: int
     targets: tuple[SubtaskTarget, ...] | None  # None: carried over as it is
+    new_max_parallelism: int | None = None  # None: unchanged
+    rekey: RekeyOperator | None = None  # keyed state re-hashed for the new max parallelism
 
     @property
     def rescaled(self) -> bool:
         return self.targets is not None
+
+    @property
+    def max_parallelism(self) -> int:
+        return self.new_max_parallelism or self.operator.max_parallelism
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,18 +148,28 @@ class RescalePlan:
 
 
 def plan_rescale(
-    sp: Savepoint, parallelism: int | None, overrides: Mapping[str, int] | None = None
+    sp: Savepoint,
+    parallelism: int | None,
+    overrides: Mapping[str, int] | None = None,
+    max_parallelism: int | None = None,
 ) -> RescalePlan:
     """New parallelism per stateful operator: `overrides` (uid or id → N), else `parallelism`.
 
     Operators with RocksDB native keyed state are always planned (converted to canonical state),
     at their own parallelism when no new one is given: the output is a CANONICAL savepoint.
+    A new `max_parallelism` applies to every operator; keyed state is then re-hashed.
     """
     wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
+    if max_parallelism is not None and not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise StatectlError(
+            f"max parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}"
+        )
     plans = []
     for op in sp.operators:
         new_parallelism = wanted.get(op.operator_id, parallelism)
-        if has_native_keyed_state(op):
+        if max_parallelism is not None and max_parallelism != op.max_parallelism:
+            plans.append(_plan_new_max_parallelism(sp, op, new_parallelism, max_parallelism))
+        elif has_native_keyed_state(op):
             plans.append(plan_operator(sp, op, new_parallelism or op.parallelism))
         elif new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
             plans.append(OperatorPlan(op, op.parallelism, None))
@@ -172,15 +196,23 @@ def has_native_keyed_state(op: OperatorState) -> bool:
     )
 
 
-def plan_operator(sp: Savepoint, op: OperatorState, new_parallelism: int) -> OperatorPlan:
+def plan_operator(
+    sp: Savepoint, op: OperatorState, new_parallelism: int, max_parallelism: int | None = None
+) -> OperatorPlan:
+    """Targets of every new subtask; keyed state re-hashed when `max_parallelism` changes."""
     where = describe_operator(op)
+    new_max = max_parallelism or op.max_parallelism
     try:
-        check_parallelism(op.max_parallelism, new_parallelism)
+        check_parallelism(new_max, new_parallelism)
     except StatectlError as exc:
         raise StatectlError(f"operator {where}: {exc.message}", sp.directory.url) from None
     subtasks = _subtasks_by_index(op, where)
     _refuse_unsupported(subtasks, where)
-    keyed = _plan_keyed(sp, op, subtasks, new_parallelism)
+    rekey = keyed = None
+    if new_max != op.max_parallelism:
+        rekey = _plan_rekey(sp, op, subtasks, new_parallelism, new_max)
+    else:
+        keyed = _plan_keyed(sp, op, subtasks, new_parallelism)
     operator = _plan_operator_state(sp, subtasks, new_parallelism)
     targets = tuple(
         SubtaskTarget(
@@ -188,7 +220,19 @@ def plan_operator(sp: Savepoint, op: OperatorState, new_parallelism: int) -> Ope
         )
         for i in range(new_parallelism)
     )
-    return OperatorPlan(op, new_parallelism, targets)
+    return OperatorPlan(op, new_parallelism, targets, max_parallelism, rekey)
+
+
+def _plan_new_max_parallelism(
+    sp: Savepoint, op: OperatorState, parallelism: int | None, max_parallelism: int
+) -> OperatorPlan:
+    """Operators with state are planned anew (keyed state re-hashed); the others only get the
+    new max parallelism (their parallelism in `_metadata` capped by it: it holds no state)."""
+    if has_state(op):
+        return plan_operator(sp, op, parallelism or op.parallelism, max_parallelism)
+    return OperatorPlan(
+        op, min(op.parallelism, max_parallelism), None, new_max_parallelism=max_parallelism
+    )
 
 
 def _subtasks_by_index(op: OperatorState, where: str) -> list[SubtaskState | None]:
@@ -331,10 +375,19 @@ def _common_header(
     return old_files[widest].header, identity
 
 
-def _plan_native_keyed(
-    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
-) -> list[KeyedTarget] | None:
-    """Each new subtask reads the instances whose key-group ranges intersect its range (§5.3)."""
+@dataclass(frozen=True, slots=True)
+class _NativeInstances:
+    """An operator's RocksDB instances (by key-group range) and the header of the new files."""
+
+    header: bytes  # the widest instance's meta header, compression off
+    header_info: state_headers.KeyedStateHeader
+    instances: tuple[tuple[native.NativeInstance, tuple[tuple[str, int], ...]], ...]
+
+
+def _native_instances(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None]
+) -> _NativeInstances | None:
+    """Each instance with its column families mapped to state ids of one common header."""
     where = describe_operator(op)
     instances = []
     for subtask in subtasks:
@@ -355,22 +408,124 @@ def _plan_native_keyed(
                 f"serializers ({', '.join(missing) or 'key serializer'})",
                 instance.description,
             )
-    header = state_headers.set_keyed_header_compression(header, False)
-    prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
     ordered = sorted(instances, key=lambda x: x[0].key_groups or (-1, -1))
+    return _NativeInstances(
+        state_headers.set_keyed_header_compression(header, False),
+        header_info,
+        tuple(
+            (instance, tuple(sorted(((s.name, ids[s.name]) for s in info.states), key=_by_id)))
+            for instance, _, info in ordered
+        ),
+    )
+
+
+def _plan_native_keyed(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[KeyedTarget] | None:
+    """Each new subtask reads the instances whose key-group ranges intersect its range (§5.3)."""
+    found = _native_instances(sp, op, subtasks)
+    if found is None:
+        return None
+    prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
     targets = []
     for index in range(new_parallelism):
         first, last = key_group_range(op.max_parallelism, new_parallelism, index)
         runs = []
-        for instance, _, info in ordered:
+        for instance, states in found.instances:
             owned = instance.key_groups
             if owned is None or owned[1] < first or owned[0] > last:
                 continue
-            states = tuple(sorted(((s.name, ids[s.name]) for s in info.states), key=_by_id))
             start, end = max(first, owned[0]), min(last, owned[1])
             runs.append(NativeRun(instance, start, end, states, prefix_bytes))
-        targets.append(KeyedTarget((first, last), header, False, (), tuple(runs)))
+        targets.append(KeyedTarget((first, last), found.header, False, (), tuple(runs)))
     return targets
+
+
+# --- keyed state under a new max parallelism ---------------------------------------------
+
+_SOURCE_BYTES = 64 << 20  # canonical files are read in slices of about this size
+
+
+def _plan_rekey(
+    sp: Savepoint,
+    op: OperatorState,
+    subtasks: Sequence[SubtaskState | None],
+    new_parallelism: int,
+    max_parallelism: int,
+) -> RekeyOperator | None:
+    """Every old file (or RocksDB instance) is a source of the shuffle to the new subtasks."""
+    sources: list[RekeySource]
+    if has_native_keyed_state(op):
+        found = _native_instances(sp, op, subtasks)
+        if found is None:
+            return None
+        header, info = found.header, found.header_info
+        sources = [NativeSource(instance, states) for instance, states in found.instances]
+        where = found.instances[0][0].description
+    else:
+        old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
+        if not old_files:
+            return None
+        header, id_maps = _common_header(old_files, describe_operator(op))
+        info = state_headers.parse_keyed_header(header)
+        where = old_files[0].stream.description
+        sources = [
+            CanonicalSource(old.stream, chunk, info.compressed, len(info.states), id_map)
+            for old, id_map in zip(old_files, id_maps, strict=True)
+            for chunk in _slices(_spans(old))
+        ]
+    regrouper = KeyRegrouper(
+        _rehashable_key_type(op, info, where),
+        op.max_parallelism,
+        max_parallelism,
+        frozenset(i for i, s in enumerate(info.states) if s.kind == "TIMERS"),
+    )
+    return RekeyOperator(
+        op.operator_id_hex,
+        new_parallelism,
+        regrouper,
+        state_headers.set_keyed_header_compression(header, False),
+        tuple(sources),
+    )
+
+
+def _rehashable_key_type(
+    op: OperatorState, info: state_headers.KeyedStateHeader, source: str
+) -> java_types.KeyType:
+    """The key type of the header's key serializer; `source` names the file it came from."""
+    where = describe_operator(op)
+    key_type = java_types.key_type_for_serializer(info.key_serializer)
+    if key_type is None:
+        supported = ", ".join(t.name for t in java_types.KEY_TYPES.values())
+        raise UnsupportedError(
+            f"operator {where}: keys serialized by {info.key_serializer or 'an unknown serializer'}"
+            f" cannot be re-hashed for a new max parallelism (supported key types: {supported})",
+            source,
+        )
+    queues = [s.name for s in info.states if s.kind == "PRIORITY_QUEUE"]
+    if queues:
+        raise UnsupportedError(
+            f"operator {where}: priority-queue state {', '.join(queues)} cannot be re-hashed "
+            "(only timers can)",
+            source,
+        )
+    return key_type
+
+
+def _slices(spans: list[keyed_blocks.BlockSpan]) -> list[tuple[keyed_blocks.BlockSpan, ...]]:
+    """Consecutive blocks in slices of about `_SOURCE_BYTES`, so large files spread over tasks."""
+    slices: list[tuple[keyed_blocks.BlockSpan, ...]] = []
+    current: list[keyed_blocks.BlockSpan] = []
+    size = 0
+    for span in spans:
+        if current and size + span.length > _SOURCE_BYTES:
+            slices.append(tuple(current))
+            current, size = [], 0
+        current.append(span)
+        size += span.length
+    if current:
+        slices.append(tuple(current))
+    return slices
 
 
 def _by_id(state: tuple[str, int]) -> int:

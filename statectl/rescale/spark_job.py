@@ -14,8 +14,10 @@ task costs tens of milliseconds, most plan tasks (operator state, small keyed fi
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import heapq
+import itertools
 import logging
 import os
 import shutil
@@ -23,13 +25,15 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl import errors
-from statectl.rescale.execute import CopyTask, Result, Task, run_task
+from statectl.rescale import rekey
+from statectl.rescale.execute import CopyTask, Result, Task, run_task, write_rekeyed
+from statectl.rescale.rekey import RekeyOperator
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -229,3 +233,64 @@ def raise_failures(results: list[Any]) -> list[Any]:
         if isinstance(result, TaskFailure):
             raise result.error()
     return results
+
+
+# --- re-hashing keyed state for a new max parallelism --------------------------------------
+
+_FAILURE_KEY = (0, -1, 0, b"")  # sorts first in partition 0, so its writer reports it
+
+
+def run_rekey(
+    spark: SparkContext | SparkSession,
+    operators: Sequence[RekeyOperator],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+) -> list[Result]:
+    """Re-hash every entry of `operators` and write one keyed file per new subtask.
+
+    A Spark shuffle: each source (an old file slice or RocksDB instance) emits its entries keyed
+    by (new subtask, key group, state id, key); partitions are the new subtasks of all
+    operators, sorted within (Spark spills to disk), and each is streamed into its file.
+    """
+    context = getattr(spark, "sparkContext", spark)
+    bases = list(itertools.accumulate((op.parallelism for op in operators), initial=0))
+    items = [(n, s) for n, op in enumerate(operators) for s in range(len(op.sources))]
+    plan = context.broadcast(list(operators))
+
+    def records(item: tuple[int, int]) -> Iterator[tuple[tuple[int, int, int, bytes], Any]]:
+        n, s = item
+        operator = plan.value[n]
+        try:
+            old_max = operator.regrouper.old_max_parallelism
+            for (subtask, *rest), value in rekey.shuffle_records(
+                operator, operator.sources[s], old_max
+            ):
+                yield (bases[n] + subtask, *rest), value
+        except errors.StatectlError as exc:
+            yield _FAILURE_KEY, TaskFailure(type(exc).__name__, exc.message, exc.source)
+
+    def write(partition: int, sorted_records: Iterator[Any]) -> Iterator[Result | TaskFailure]:
+        n = bisect.bisect_right(bases, partition) - 1
+        head = next(sorted_records, None)
+        if head is not None and head[0] == _FAILURE_KEY:
+            yield head[1]
+            return
+        stream = sorted_records if head is None else itertools.chain((head,), sorted_records)
+        entries = ((kg, state_id, key, value) for (_, kg, state_id, key), value in stream)
+        yield guarded(
+            lambda i: write_rekeyed(plan.value[n], i, entries, output_url, storage_options)
+        )(partition - bases[n])
+
+    group = f"statectl-{uuid.uuid4().hex}"
+    context.setJobGroup(group, f"statectl: re-hash {len(items)} sources", interruptOnCancel=True)
+    try:
+        job = (
+            context.parallelize(items, numSlices=max(1, len(items)))
+            .flatMap(records)
+            .repartitionAndSortWithinPartitions(bases[-1], partitionFunc=_first)
+            .mapPartitionsWithIndex(write)
+        )
+        return raise_failures(job.collect())
+    finally:
+        with contextlib.suppress(Exception):
+            plan.destroy()
