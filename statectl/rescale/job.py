@@ -185,10 +185,18 @@ def rescale(
     try:
         context = spark_job.spark_context(master, spark_conf)
         clock.append(time.monotonic())
-        results = spark_job.run_tasks(context, tasks, staged.staging_url, storage_options, progress)
         rekeyed = [p.rekey for p in plan.operators if p.rekey is not None]
+        rekeyed_files = sum(r.parallelism for r in rekeyed)
+        task_progress = progress
+        if progress is not None and rekeyed:  # re-hashed files are only done after the shuffle
+            task_progress = lambda done, total: progress(done, total + rekeyed_files)  # noqa: E731
+        results = spark_job.run_tasks(
+            context, tasks, staged.staging_url, storage_options, task_progress
+        )
         if rekeyed:
             results += spark_job.run_rekey(context, rekeyed, staged.staging_url, storage_options)
+            if progress is not None:
+                progress(len(tasks) + rekeyed_files, len(tasks) + rekeyed_files)
         clock.append(time.monotonic())
         writer.publish(staged, assemble(plan, carried, results))
         clock.append(time.monotonic())

@@ -73,8 +73,17 @@ class SparkEngine:
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         if not tasks:
             return []
+        from statectl.rescale import spark_job
+
+        run = spark_job.guarded(fn)
+
+        def results(task: T) -> list[Any]:
+            result = run(task)
+            return [result] if isinstance(result, spark_job.TaskFailure) else result
+
         context = self.session.sparkContext
-        return context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(fn).collect()
+        rdd = context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(results)
+        return spark_job.raise_failures(rdd.collect())
 
     def group_reduce(
         self,
@@ -84,6 +93,25 @@ class SparkEngine:
     ) -> list[R]:
         if not tasks:
             return []
+        from statectl.rescale import spark_job
+
+        # Bad input inside a task comes back as a TaskFailure value, raised on the driver as
+        # one line (a raised error would arrive as a Java exception with the worker's traceback).
+        guarded_emit = spark_job.guarded(emit)
+        guarded_reduce = spark_job.guarded(lambda kv: reduce(kv[0], list(kv[1])))
+
+        def pairs(task: T) -> list[Any]:
+            emitted = guarded_emit(task)
+            if isinstance(emitted, spark_job.TaskFailure):
+                return [(_FAILED, emitted)]
+            return emitted
+
+        def reduced(group: tuple[Any, Any]) -> Any:
+            return next(iter(group[1])) if group[0] == _FAILED else guarded_reduce(group)
+
         context = self.session.sparkContext
-        rdd = context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(emit)
-        return rdd.groupByKey().map(lambda kv: reduce(kv[0], list(kv[1]))).collect()
+        rdd = context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(pairs)
+        return spark_job.raise_failures(rdd.groupByKey().map(reduced).collect())
+
+
+_FAILED = "\0statectl: task failed"  # the key of a failed task's TaskFailure

@@ -119,7 +119,14 @@ def task_rows(task: ExportTask) -> Iterator[Row]:
 def _json(value: Any) -> str | None:
     if value is UNKNOWN:
         return None
-    return json.dumps(jsonable(value), ensure_ascii=False)
+    text = json.dumps(jsonable(value), ensure_ascii=False)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a Java string may hold lone surrogates: keep them as \ud8xx
+        return json.dumps(jsonable(value))
+    return text
 
 
 def _keyed_rows(

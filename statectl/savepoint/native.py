@@ -219,7 +219,8 @@ class OpenInstance:
         """(key, value) rows (or keys) of one column family in key groups first..last."""
         from rocksdict import ReadOptions
 
-        clipped = _clip(self.instance.key_groups, first, last)
+        # Key groups a prefix can hold: a corrupt handle may claim more.
+        clipped = _clip(self.instance.key_groups, max(first, 0), min(last, 256**prefix_bytes - 1))
         if clipped is None:
             return iter(())
         start, end = clipped

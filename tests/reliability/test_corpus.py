@@ -129,3 +129,40 @@ def test_rescale_fails_inside_spark_with_one_line(
     assert_one_line_error(code, stdout, stderr, case, built.culprit)
     assert checksums(tmp_path / "input") == before
     assert list(out.iterdir()) == []
+
+
+SPARK_BLOCK_READERS = {
+    "rescale --max-parallelism": lambda sp, _, out: [
+        "rescale",
+        str(sp),
+        "-o",
+        str(out / "result"),
+        "--max-parallelism",
+        "256",
+    ],
+    "diff --spark": lambda sp, p, _: ["diff", "--spark", str(sp), str(p)],
+    "export --spark": lambda sp, _, out: ["export", "--spark", str(sp), "-o", str(out / "x")],
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("reader", SPARK_BLOCK_READERS)
+@pytest.mark.parametrize(
+    "case",
+    [c for c in CASES if c.detected_by and "export" in c.detected_by],
+    ids=lambda c: c.name,
+)
+def test_block_corruption_inside_spark_tasks_is_one_line(
+    case: Case, reader: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], spark: object
+) -> None:
+    """Commands that read key-group blocks inside Spark tasks (re-hashing, digests, export)
+    report a damaged block as one line naming the file, and leave nothing behind."""
+    built = case.build(tmp_path)
+    pristine = copy_fixture(case.fixture, tmp_path / "pristine")
+    out = tmp_path / "out"
+    out.mkdir()
+    before = checksums(tmp_path / "input")
+    code, stdout, stderr = run(SPARK_BLOCK_READERS[reader](built.savepoint, pristine, out), capsys)
+    assert_one_line_error(code, stdout, stderr, case, built.culprit)
+    assert checksums(tmp_path / "input") == before
+    assert list(out.iterdir()) == []

@@ -183,3 +183,14 @@ def test_output_inside_the_savepoint_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StatectlError, match="must not be the source savepoint"):
         export(open_savepoint(str(copy)), str(copy / "state.parquet"))
     assert sorted(p.name for p in copy.iterdir()) == before
+
+
+def test_lone_surrogates_of_java_strings_stay_valid_json() -> None:
+    """Java strings may hold unpaired surrogates, which UTF-8 (and Parquet) cannot: the JSON
+    column escapes them, and reads back as the same string."""
+    from statectl.savepoint.export import _json
+
+    text = _json("a\ud800é")
+    assert text == '"a\\ud800\\u00e9"'
+    assert json.loads(text) == "a\ud800é"
+    assert _json("é-ключ") == '"é-ключ"'

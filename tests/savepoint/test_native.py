@@ -105,6 +105,22 @@ def test_rows_outside_the_handles_range_are_never_read() -> None:
     assert _converted_blocks(narrowed, 20, 30) == {g: b for g, b in blocks.items() if 20 <= g <= 30}
 
 
+def test_a_range_beyond_what_a_prefix_holds_is_clipped_not_an_overflow() -> None:
+    """A corrupt handle may claim key groups past max parallelism (here 0–400 with 1-byte
+    prefixes): reading clips to what a prefix can hold instead of failing to encode the bound."""
+    sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
+    expected = _canonical_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
+    instance = _instances(sp, "keyed-str")[0]
+    owned = instance.key_groups
+    assert owned is not None
+    widened = dataclasses.replace(instance, key_groups=(owned[0], 400))
+    blocks = _converted_blocks(widened, owned[0], 400)
+    # its files hold only the key groups it owned when Flink wrote them
+    assert blocks == {g: b for g, b in expected.items() if owned[0] <= g <= owned[1]}
+    beyond = dataclasses.replace(instance, key_groups=(300, 400))
+    assert _converted_blocks(beyond, 0, 400) == {}
+
+
 def test_retained_checkpoint_spans_two_checkpoints_and_merges_list_state(checkpoint: Path) -> None:
     sp = open_savepoint(str(checkpoint))
     manifest = load_manifest("rocksdb_retained_checkpoint")
