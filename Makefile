@@ -37,9 +37,11 @@ format: setup
 	$(VENV)/bin/ruff format statectl tests
 	$(VENV)/bin/ruff check --fix statectl tests
 
-# Rescale wall time against cp -r and peak RSS, on synthetic savepoints cached in .cache/bench/.
+# Rescale wall time against cp -r and peak RSS, on synthetic savepoints cached in .cache/bench/
+# (canonical 2 GiB and 0.5 GiB), then convert and rescale of a 1 GiB RocksDB NATIVE savepoint.
 bench: setup
 	$(PY) -m bench.run
+	$(PY) -m bench.native_bench
 
 clean:
 	rm -rf .cache/demo .pytest_cache

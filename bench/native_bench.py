@@ -184,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
             "canonical_bytes": _du(work / "canonical"),
         }
         print(json.dumps(report, indent=2))
+        result = REPO / ".cache" / "bench" / "native_result.json"
+        result.parent.mkdir(parents=True, exist_ok=True)
+        result.write_text(json.dumps(report, indent=2) + "\n")
+        print(f"wrote {result}")
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
