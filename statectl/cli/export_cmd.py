@@ -46,7 +46,8 @@ def export_command(
 ) -> None:
     """Write one Parquet row per state entry: raw bytes plus JSON-decoded columns.
 
-    Keyed entries (CANONICAL savepoints), operator list elements and broadcast map entries.
+    Keyed entries (canonical, or RocksDB native read through rocksdict), operator list
+    elements and broadcast map entries.
     OUT is written under a temporary name and renamed at the end; an existing OUT is refused
     unless --overwrite.
 
