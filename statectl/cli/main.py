@@ -13,7 +13,15 @@ from typing import Annotated
 import typer
 
 from statectl import __version__
-from statectl.cli import convert_cmd, diff_cmd, export_cmd, inspect_cmd, rescale_cmd, verify_cmd
+from statectl.cli import (
+    convert_cmd,
+    diff_cmd,
+    export_cmd,
+    inspect_cmd,
+    rescale_cmd,
+    uid_hash_cmd,
+    verify_cmd,
+)
 from statectl.errors import StatectlError
 
 app = typer.Typer(
@@ -58,6 +66,7 @@ app.command("convert", no_args_is_help=True)(convert_cmd.convert)
 app.command("diff", no_args_is_help=True)(diff_cmd.diff_command)
 app.command("export", no_args_is_help=True)(export_cmd.export_command)
 app.command("verify", no_args_is_help=True)(verify_cmd.verify)
+app.command("uid-hash", no_args_is_help=True)(uid_hash_cmd.uid_hash)
 
 
 def report_error(message: str) -> None:
