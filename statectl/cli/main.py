@@ -18,6 +18,7 @@ from statectl.cli import (
     diff_cmd,
     export_cmd,
     inspect_cmd,
+    migrate_cmd,
     rescale_cmd,
     uid_hash_cmd,
     verify_cmd,
@@ -31,6 +32,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  statectl inspect s3://bucket/savepoints/savepoint-1a2b3c-0123456789ab\n\n"
         "  statectl inspect ./savepoint --json | jq '.operators[].uid'\n\n"
+        "  statectl migrate ./savepoint -o ./renamed --rename-uid keyed-str=sessions\n\n"
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -66,6 +68,7 @@ app.command("convert", no_args_is_help=True)(convert_cmd.convert)
 app.command("diff", no_args_is_help=True)(diff_cmd.diff_command)
 app.command("export", no_args_is_help=True)(export_cmd.export_command)
 app.command("verify", no_args_is_help=True)(verify_cmd.verify)
+app.command("migrate", no_args_is_help=True)(migrate_cmd.migrate_command)
 app.command("uid-hash", no_args_is_help=True)(uid_hash_cmd.uid_hash)
 
 
