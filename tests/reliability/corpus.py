@@ -57,6 +57,8 @@ class Command:
     spark: bool = False
 
 
+MIGRATION = ["--rename-uid", "keyed-str=ks", "--drop", "sink"]  # uids of every fixture
+
 COMMANDS: tuple[Command, ...] = (
     Command("inspect", "inspect", lambda sp, _, __: ["inspect", str(sp)]),
     Command("inspect --deep", "inspect", lambda sp, _, __: ["inspect", "--deep", str(sp)]),
@@ -80,7 +82,9 @@ COMMANDS: tuple[Command, ...] = (
         "export", "export", lambda sp, _, out: ["export", str(sp), "-o", str(out / "out.parquet")]
     ),
     Command(
-        "migrate", "migrate", lambda sp, _, out: ["migrate", str(sp), "-o", str(out / "result")]
+        "migrate",
+        "migrate",
+        lambda sp, _, out: ["migrate", str(sp), "-o", str(out / "result"), *MIGRATION],
     ),
 )
 
