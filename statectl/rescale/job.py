@@ -61,12 +61,12 @@ def build_tasks(plan: RescalePlan) -> tuple[list[Task], dict[bytes, OperatorStat
     """Spark tasks for the whole plan, and the carried-over operators with renamed handles."""
     tasks: list[Task] = []
     carried: dict[bytes, OperatorState] = {}
-    names = _CopyNames(plan.source)
+    names = CopyNames(plan.source)
     for op_plan in plan.operators:
         if op_plan.targets is not None:
             tasks.extend(op_plan.targets)
         else:
-            carried[op_plan.operator.operator_id] = _carry_over(op_plan.operator, names)
+            carried[op_plan.operator.operator_id] = carry_over(op_plan.operator, names)
     tasks.extend(names.tasks)
     return tasks, carried
 
@@ -213,13 +213,14 @@ def rescale(
 # --- carrying operators over unchanged ---------------------------------------------------
 
 
-class _CopyNames:
-    """Names for copied files, one copy per distinct source file."""
+class CopyNames:
+    """Names for copied files: one copy per distinct source stream (a file, or one
+    file-merging segment of a file)."""
 
     def __init__(self, source: Savepoint) -> None:
         self.source = source
         self.tasks: list[CopyTask] = []
-        self._by_source: dict[str, RelativeFileHandle] = {}
+        self._by_source: dict[tuple[str, int, int], RelativeFileHandle] = {}
 
     def relocate(self, handle: StreamHandle | None, prefix: str) -> StreamHandle | None:
         if handle is None or isinstance(handle, ByteStreamHandle):
@@ -227,14 +228,15 @@ class _CopyNames:
         if isinstance(handle, KeyGroupsHandle):
             return dataclasses.replace(handle, delegate=self.relocate(handle.delegate, prefix))
         stream = self.source.stream(handle)
-        if stream.description not in self._by_source:
+        key = (stream.description, stream.start, stream.size)
+        if key not in self._by_source:
             name = f"{prefix}-{len(self.tasks):05d}"
             self.tasks.append(CopyTask(stream, name))
-            self._by_source[stream.description] = RelativeFileHandle(name, stream.size)
-        return self._by_source[stream.description]
+            self._by_source[key] = RelativeFileHandle(name, stream.size)
+        return self._by_source[key]
 
 
-def _carry_over(op: OperatorState, names: _CopyNames) -> OperatorState:
+def carry_over(op: OperatorState, names: CopyNames) -> OperatorState:
     if op.subtasks is None:
         return op
     prefix = op.operator_id_hex
@@ -245,7 +247,7 @@ def _carry_over(op: OperatorState, names: _CopyNames) -> OperatorState:
 
 
 def _relocate_subtask(
-    subtask: SubtaskState, names: _CopyNames, prefix: str, where: str
+    subtask: SubtaskState, names: CopyNames, prefix: str, where: str
 ) -> SubtaskState:
     if subtask.finished:
         return subtask
@@ -265,7 +267,7 @@ def _relocate_subtask(
 
 
 def _relocate_operator_handle(
-    handle: OperatorStateHandle | None, names: _CopyNames, prefix: str
+    handle: OperatorStateHandle | None, names: CopyNames, prefix: str
 ) -> OperatorStateHandle | None:
     if handle is None:
         return None
@@ -274,7 +276,7 @@ def _relocate_operator_handle(
 
 
 def _relocate_keyed(
-    handle: KeyedHandle | None, names: _CopyNames, prefix: str, where: str
+    handle: KeyedHandle | None, names: CopyNames, prefix: str, where: str
 ) -> KeyedHandle | None:
     if handle is None:
         return None

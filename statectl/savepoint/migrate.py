@@ -21,11 +21,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.formats.handles import RelativeFileHandle, SegmentFileHandle, StreamHandle
 from statectl.formats.java_io import encode_modified_utf8
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
 from statectl.rescale.execute import CopyResult, CopyTask, run_task
-from statectl.rescale.job import _carry_over, _CopyNames
+from statectl.rescale.job import CopyNames, carry_over
 from statectl.savepoint import writer
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
 
@@ -150,34 +149,14 @@ class MigrationReport:
         return sum(op.bytes for op in self.operators)
 
 
-class _Names(_CopyNames):
-    """Rescale's copy naming, with each file-merging segment a copy of its own (segments of one
-    physical file share its name, so naming them by file alone would merge them)."""
-
-    def __init__(self, source: Savepoint) -> None:
-        super().__init__(source)
-        self._segments: dict[tuple[str, int, int], RelativeFileHandle] = {}
-
-    def relocate(self, handle: StreamHandle | None, prefix: str) -> StreamHandle | None:
-        if not isinstance(handle, SegmentFileHandle):
-            return super().relocate(handle, prefix)
-        stream = self.source.stream(handle)
-        key = (stream.description, stream.start, stream.size)
-        if key not in self._segments:
-            name = f"{prefix}-{len(self.tasks):05d}"
-            self.tasks.append(CopyTask(stream, name))
-            self._segments[key] = RelativeFileHandle(name, stream.size)
-        return self._segments[key]
-
-
 def relocated_metadata(plan: MigrationPlan) -> tuple[CheckpointMetadata, list[CopyTask]]:
     """The output's `_metadata` with every file handle relative, and the copies it needs.
 
     Copies are named `<output operator id>-<n>`; raises for state that cannot be carried
     (unaligned channel state, changelog state)."""
-    names = _Names(plan.source)
+    names = CopyNames(plan.source)
     try:
-        operators = tuple(_carry_over(op, names) for op in plan.metadata.operators)
+        operators = tuple(carry_over(op, names) for op in plan.metadata.operators)
     except StatectlError as exc:
         raise exc.with_source(plan.source.metadata_location.url) from None
     return dataclasses.replace(plan.metadata, operators=operators), names.tasks
