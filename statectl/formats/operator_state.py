@@ -5,7 +5,8 @@ Mirrors `DefaultOperatorStateBackendSnapshotStrategy`, `PartitionableListState.w
 §3.3–§3.5). Element ends are not stored: an element ends at the next larger offset of any state
 in the handle, or at the end of the file. With compression (header v6 flag), everything after the
 header is one Snappy-framed stream: its identifier sits between the header and the first offset,
-and each element starts a new chunk (Flink ≥ 1.19 flushes in `getPos()`).
+and each element starts a new chunk (Flink ≥ 1.19 flushes in `getPos()`; compressed state of
+Flink 1.18.0/1.18.1, whose elements share offsets, is refused).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from statectl.errors import FormatError
+from statectl.errors import FormatError, UnsupportedError
 from statectl.formats import snappy_framed
 from statectl.formats.handles import DistributionMode, OperatorStateOffsets
 from statectl.formats.state_headers import operator_header_compressed
@@ -80,6 +81,8 @@ def file_layout(
     """Layout of one operator-state file from its handle; `file_start` holds its first bytes
     (at least up to the first offset, so that a compressed file's stream identifier is seen)."""
     compressed = is_compressed(file_start)
+    if compressed:
+        _refuse_shared_offsets(states)
     spans = element_spans(states, file_size)
     offsets = [o for s in states for o in s.offsets]
     data_start = min(offsets) if offsets else file_size
@@ -96,6 +99,21 @@ def file_layout(
                 f"{data_start}"
             )
     return OperatorFileLayout(header_length, compressed, spans)
+
+
+def _refuse_shared_offsets(states: Sequence[OperatorStateOffsets]) -> None:
+    """Compressed elements never share an offset (each starts a chunk), except in Flink 1.18.0 and
+    1.18.1: their `getPos()` did not flush, so every element of a chunk got the chunk's offset
+    (FLINK-34063, fixed in 1.19). Those offsets do not locate the elements; Flink cannot restore
+    such state correctly either."""
+    for state in states:
+        if len(set(state.offsets)) != len(state.offsets):
+            raise UnsupportedError(
+                f"compressed operator state {state.name!r}: {len(state.offsets)} elements at "
+                f"only {len(set(state.offsets))} offsets, so elements cannot be told apart "
+                f"(written by Flink 1.18.0/1.18.1 with snapshot compression, FLINK-34063); take "
+                f"the savepoint without execution.checkpointing.snapshot-compression"
+            )
 
 
 def element_bytes(raw: Buffer, compressed: bool) -> bytes:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.errors import FormatError
+from statectl.errors import FormatError, UnsupportedError
 from statectl.formats import java_types as jt
 from statectl.formats import operator_state as ops
 from statectl.formats import snappy_framed
@@ -105,6 +105,27 @@ def test_compressed_file_without_identifier() -> None:
         ops.file_layout([state], len(file), file)
     with pytest.raises(ValueError, match="must reach the first offset"):
         ops.file_layout([state], len(file), file[:10])
+
+
+def test_compressed_elements_sharing_an_offset_are_refused() -> None:
+    # Flink 1.18.1 with snapshot compression: getPos() did not flush, so the two elements of
+    # "split" both carry the offset of the one chunk holding them (FLINK-34063).
+    header = (DATA / "operator_compressed.bin").read_bytes()
+    h = len(header) + 10
+    file = header + snappy_framed.STREAM_IDENTIFIER + chunk(longs(1, 2)) + chunk(longs(3))
+    states = [
+        OperatorStateOffsets("split", SPLIT, (h, h)),
+        OperatorStateOffsets("union", UNION, (h + 24,)),
+    ]
+    with pytest.raises(
+        UnsupportedError, match=r"'split': 2 elements at only 1 offsets.*FLINK-34063"
+    ):
+        ops.file_layout(states, len(file), file)
+    # the same offsets in an uncompressed file are zero-length elements, not an error
+    plain = (DATA / "operator.bin").read_bytes()
+    ops.file_layout(
+        [OperatorStateOffsets("split", SPLIT, (len(plain), len(plain)))], len(plain) + 8, plain
+    )
 
 
 @pytest.mark.parametrize("offset", [0, -1, 500])
