@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CACHE = REPO / ".cache" / "flink"
 SOURCES = HERE / "src"
+COMPAT_SOURCES = HERE / "compat" / "src"
 LOG4J_CONFIG = HERE / "log4j2.properties"
 FIXTURES = REPO / "tests" / "fixtures"
 FLINK_VERSION = "2.3.0"
@@ -155,7 +156,9 @@ def ensure_flink(version: str = FLINK_VERSION) -> Path:
 def classpath_jars(version: str = FLINK_VERSION) -> list[Path]:
     lib = ensure_flink(version)
     jars = [lib / f"flink-dist-{version}.jar"]
-    for prefix in ("log4j-api-", "log4j-core-", "log4j-slf4j-impl-", "log4j-1.2-api-"):
+    # flink-shaded-zookeeper: Flink 1.15 ships it beside flink-dist, which needs its shaded Guava.
+    prefixes = ("log4j-api-", "log4j-core-", "log4j-slf4j-impl-", "log4j-1.2-api-", "flink-shaded-zookeeper-")  # fmt: skip
+    for prefix in prefixes:
         jars.extend(sorted(lib.glob(f"{prefix}*.jar")))
     return jars
 
@@ -170,18 +173,19 @@ def _tool(name: str) -> str:
     return found
 
 
-def _sources() -> list[Path]:
-    return sorted(SOURCES.rglob("*.java"))
+def _sources(root: Path = SOURCES) -> list[Path]:
+    return sorted(root.rglob("*.java"))
 
 
-def compile_jobs(version: str = FLINK_VERSION) -> Path:
-    """The compiled test programs: .cache/flink/classes-<hash of sources and Flink version>."""
+def _compile(root: Path, version: str, prefix: str) -> Path:
+    """javac of every source under `root` against Flink `version`, into
+    .cache/flink/<prefix><hash of the sources and the version>; recompiled only when those change."""
     jars = classpath_jars(version)
     digest = hashlib.sha256(version.encode())
-    for source in _sources():
-        digest.update(str(source.relative_to(SOURCES)).encode() + b"\0")
+    for source in _sources(root):
+        digest.update(str(source.relative_to(root)).encode() + b"\0")
         digest.update(source.read_bytes() + b"\0")
-    out = CACHE / f"classes-{digest.hexdigest()[:16]}"
+    out = CACHE / f"{prefix}{digest.hexdigest()[:16]}"
     if (out / ".complete").exists():
         return out
     with _lock("compile"):
@@ -192,7 +196,7 @@ def compile_jobs(version: str = FLINK_VERSION) -> Path:
         staging.mkdir(parents=True)
         cmd = [
             _tool("javac"), "-encoding", "UTF-8", "-nowarn", "-Xlint:none", "-d", str(staging),
-            "-cp", os.pathsep.join(map(str, jars)), *map(str, _sources()),
+            "-cp", os.pathsep.join(map(str, jars)), *map(str, _sources(root)),
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -204,6 +208,17 @@ def compile_jobs(version: str = FLINK_VERSION) -> Path:
     return out
 
 
+def compile_jobs(version: str = FLINK_VERSION) -> Path:
+    """The compiled test programs: .cache/flink/classes-<hash of sources and Flink version>."""
+    return _compile(SOURCES, version, "classes-")
+
+
+def compile_compat(version: str) -> Path:
+    """The compat job (tests/flink/compat/src, Flink 1.x APIs) compiled against `version`:
+    .cache/flink/compat-classes-<version>-<hash>."""
+    return _compile(COMPAT_SOURCES, version, f"compat-classes-{version}-")
+
+
 def _log_file(main: str) -> Path:
     """A fresh log file for one JVM run under .cache/flink/logs/ (the newest 30 are kept)."""
     logs = CACHE / "logs"
@@ -213,14 +228,24 @@ def _log_file(main: str) -> Path:
     return logs / f"{main}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
 
-def _run_java(main: str, args: list[str], *, timeout: float, echo: bool = False) -> str:
-    classes = compile_jobs()
-    log = _log_file(main)
+def _run_java(
+    main: str,
+    args: list[str],
+    *,
+    timeout: float,
+    echo: bool = False,
+    version: str = FLINK_VERSION,
+    classes: Path | None = None,
+) -> str:
+    """Runs `main` (a class of MAIN_PACKAGE, or fully qualified) on Flink `version`'s jars."""
+    classes = classes or compile_jobs(version)
+    main_class = main if "." in main else f"{MAIN_PACKAGE}.{main}"
+    log = _log_file(main_class.rsplit(".", 1)[-1])
     cmd = [
         _tool("java"), *JVM_OPTIONS, f"-Dlog4j.configurationFile={LOG4J_CONFIG}",
         f"-Dstatectl.flink.log={log}", "-Dlog4j2.disable.jmx=true",
-        "-cp", os.pathsep.join([str(classes), *map(str, classpath_jars())]),
-        f"{MAIN_PACKAGE}.{main}", *args,
+        "-cp", os.pathsep.join([str(classes), *map(str, classpath_jars(version))]),
+        main_class, *args,
     ]  # fmt: skip
     proc = subprocess.run(
         cmd, stdout=subprocess.PIPE, stderr=None if echo else subprocess.PIPE, text=True,
@@ -249,14 +274,20 @@ def fixture_spec(out_dir: str | Path, **params: Any) -> dict[str, Any]:
     return spec
 
 
-def write_fixtures(specs: list[dict[str, Any]], *, echo: bool = False) -> list[Path]:
-    """Runs FixtureJob for every spec (see `fixture_spec`) in one JVM; returns manifest paths."""
+def write_fixtures(
+    specs: list[dict[str, Any]], *, echo: bool = False, version: str = FLINK_VERSION
+) -> list[Path]:
+    """Runs FixtureJob for every spec (see `fixture_spec`) in one JVM of Flink `version` (2.x);
+    returns manifest paths."""
     if not specs:
         return []
     with tempfile.TemporaryDirectory(prefix="statectl-fixturejob-") as tmp:
         spec_file = Path(tmp) / "specs.json"
         spec_file.write_text(json.dumps(specs, indent=1))
-        _run_java("FixtureJob", [str(spec_file)], timeout=300 + 120 * len(specs), echo=echo)
+        _run_java(
+            "FixtureJob", [str(spec_file)], timeout=300 + 120 * len(specs), echo=echo,
+            version=version,
+        )  # fmt: skip
     manifests = [Path(spec["out"]) / "manifest.json" for spec in specs]
     for manifest in manifests:
         if not manifest.is_file():
@@ -305,8 +336,10 @@ class RestoreRequest:
         return data
 
 
-def restore_check(items: list[RestoreRequest], *, echo: bool = False) -> list[dict[str, Any]]:
-    """Restores every request in one JVM; one result per request, in order.
+def restore_check(
+    items: list[RestoreRequest], *, echo: bool = False, version: str = FLINK_VERSION
+) -> list[dict[str, Any]]:
+    """Restores every request in one JVM (Flink `version`, 2.x); one result per request, in order.
 
     A result: {"request", "ok", "error" (message chain or None), "error_chain", "state" (the dump
     schema, None on error), "restored_flags" {uid: bool}, "backend", "backend_classes", "seconds"}.
@@ -318,12 +351,131 @@ def restore_check(items: list[RestoreRequest], *, echo: bool = False) -> list[di
         requests.write_text(json.dumps([item.to_json() for item in items], indent=1))
         out = Path(tmp) / "results.json"
         _run_java(
-            "RestoreCheck", [str(out), f"@{requests}"], timeout=300 + 120 * len(items), echo=echo
-        )
+            "RestoreCheck", [str(out), f"@{requests}"], timeout=300 + 120 * len(items),
+            echo=echo, version=version,
+        )  # fmt: skip
         results = json.loads(out.read_text())
     if len(results) != len(items):
         raise FlinkError(f"RestoreCheck returned {len(results)} results for {len(items)} requests")
     return results
+
+
+# --------------------------------------------------------------------------- older Flink versions
+
+# Flink versions the compat tests (tests/compat/) run, one per `_metadata` / state-header variant:
+# 1.15 writes metadata V3 and operator-state header 5, 1.18 V4 and header 6 (compression flag),
+# 1.20 V4 with file-merging handle codes known, 2.0 V5 (operator names and uids). 1.x versions
+# run the compat job (tests/flink/compat/src, 1.x APIs); 2.x versions FixtureJob/RestoreCheck.
+COMPAT_VERSIONS = ("1.15.4", "1.18.1", "1.20.3", "2.0.1")
+COMPAT_MAIN = "statectl.compat.CompatJob"
+# The savepoints the compat job writes per version: kind -> job parameters. NATIVE with
+# incremental snapshots: Flink 1.15 writes a NATIVE savepoint of a non-incremental RocksDB backend
+# as a full snapshot in the canonical block format (no RocksDB files).
+COMPAT_KINDS: dict[str, dict[str, Any]] = {
+    "hashmap-canonical": {"backend": "hashmap", "format": "CANONICAL"},
+    "hashmap-compressed": {"backend": "hashmap", "format": "CANONICAL", "compression": True},
+    "rocksdb-canonical": {"backend": "rocksdb", "format": "CANONICAL"},
+    "rocksdb-native": {"backend": "rocksdb", "format": "NATIVE", "incremental": True},
+}
+COMPAT_FIXTURES = FIXTURES / "compat"
+
+
+def runs_compat_job(version: str) -> bool:
+    """Flink 1.x runs the compat job; 2.x the fixture job and restore check of tests/flink/src."""
+    return int(version.split(".")[0]) < 2
+
+
+def compile_for(version: str) -> Path:
+    return compile_compat(version) if runs_compat_job(version) else compile_jobs(version)
+
+
+def write_compat(
+    version: str,
+    out_root: str | Path,
+    kinds: list[str] | None = None,
+    *,
+    parallelism: int = 2,
+    max_parallelism: int = 128,
+    echo: bool = False,
+) -> dict[str, Path]:
+    """One savepoint per kind of COMPAT_KINDS (or `kinds`) written by Flink `version` in one JVM
+    (the compat job on 1.x, FixtureJob on 2.x) into out_root/<version>-<kind>/{savepoint,
+    manifest.json}. Returns kind -> fixture directory."""
+    kinds = list(kinds or COMPAT_KINDS)
+    out_root = Path(out_root).resolve()
+    dirs = {kind: out_root / f"{version}-{kind}" for kind in kinds}
+    if not runs_compat_job(version):
+        specs = [
+            fixture_spec(
+                d, parallelism=parallelism, max_parallelism=max_parallelism, **COMPAT_KINDS[kind]
+            )
+            for kind, d in dirs.items()
+        ]
+        write_fixtures(specs, echo=echo, version=version)
+        return dirs
+    specs = [
+        {"out": str(d), "incremental": False, "compression": False, **COMPAT_KINDS[kind],
+         "parallelism": parallelism, "max_parallelism": max_parallelism}
+        for kind, d in dirs.items()
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="statectl-compat-") as tmp:
+        spec_file = Path(tmp) / "specs.json"
+        spec_file.write_text(json.dumps(specs, indent=1))
+        _run_java(
+            COMPAT_MAIN, ["write", str(spec_file)], timeout=300 + 60 * len(specs), echo=echo,
+            version=version, classes=compile_compat(version),
+        )  # fmt: skip
+    for d in dirs.values():
+        if not (d / "manifest.json").is_file():
+            raise FlinkError(f"CompatJob wrote no {d / 'manifest.json'}")
+    return dirs
+
+
+def restore_compat(
+    version: str, requests: list[RestoreRequest], *, echo: bool = False
+) -> list[dict[str, Any]]:
+    """Restores every request with the compat job on Flink `version`, in one JVM; one result per
+    request: {"request", "ok", "error", "state" (dump schema), "backend_classes", "seconds"}. 1.x
+    uses only path, parallelism and backend of a request (backend None: hashmap); 2.x runs
+    RestoreCheck (`restore_check`)."""
+    if not runs_compat_job(version):
+        return restore_check(requests, echo=echo, version=version)
+    if not requests:
+        return []
+    items = [
+        {"path": str(Path(r.path).resolve()), "parallelism": r.parallelism,
+         "backend": r.backend or "hashmap"}
+        for r in requests
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="statectl-compat-restore-") as tmp:
+        request_file, out = Path(tmp) / "requests.json", Path(tmp) / "results.json"
+        request_file.write_text(json.dumps(items, indent=1))
+        _run_java(
+            COMPAT_MAIN, ["restore", str(out), str(request_file)],
+            timeout=300 + 60 * len(items), echo=echo, version=version,
+            classes=compile_compat(version),
+        )  # fmt: skip
+        results = json.loads(out.read_text())
+    if len(results) != len(items):
+        raise FlinkError(f"CompatJob returned {len(results)} results for {len(items)} requests")
+    return results
+
+
+def regenerate_compat(out: str | Path = COMPAT_FIXTURES, versions: list[str] | None = None) -> list[Path]:  # fmt: skip
+    """Rewrites tests/fixtures/compat/<version>-<kind>/ for every compat version (a JVM each)."""
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for version in versions or COMPAT_VERSIONS:
+        staging = Path(tempfile.mkdtemp(prefix=".regenerate-", dir=out))
+        try:
+            for d in write_compat(version, staging, echo=True).values():
+                shutil.rmtree(out / d.name, ignore_errors=True)
+                os.replace(d, out / d.name)
+                written.append(out / d.name / "manifest.json")
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return written
 
 
 # --------------------------------------------------------------------------- fixtures on disk
@@ -538,6 +690,16 @@ def main(argv: list[str] | None = None) -> int:
     ver = sub.add_parser("verify", help="restore every fixture with Flink and compare")
     ver.add_argument("--fixtures", default=str(FIXTURES))
     ver.add_argument("--parallelism", type=int, nargs="*", default=[1, 3])
+    ensure_compat = sub.add_parser(
+        "ensure-compat",
+        help="install the older Flink versions and compile the test jobs against each",
+    )
+    ensure_compat.add_argument("--versions", nargs="*", default=list(COMPAT_VERSIONS))
+    regen_compat = sub.add_parser(
+        "regenerate-compat", help="regenerate tests/fixtures/compat (one JVM per version)"
+    )
+    regen_compat.add_argument("--out", default=str(COMPAT_FIXTURES))
+    regen_compat.add_argument("--versions", nargs="*", default=list(COMPAT_VERSIONS))
     restore = sub.add_parser("restore", help="RestoreCheck: PATH=P[,maxp=M][,backend=B] ...")
     restore.add_argument("requests", nargs="+")
     restore.add_argument("--json", help="write the full results here")
@@ -546,8 +708,16 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     if args.command == "ensure":
         lib = ensure_flink(args.version)
-        classes = compile_jobs(args.version)
+        classes = compile_for(args.version)
         print(f"{lib}\n{classes}")
+    elif args.command == "ensure-compat":
+        for version in args.versions:
+            print(f"{ensure_flink(version)}\n{compile_for(version)}")
+    elif args.command == "regenerate-compat":
+        for manifest in regenerate_compat(args.out, args.versions):
+            size = sum(p.stat().st_size for p in manifest.parent.rglob("*") if p.is_file())
+            print(f"{manifest.parent}: {size / 1024:.0f} KiB")
+        print(f"regenerated in {time.monotonic() - started:.1f}s")
     elif args.command == "regenerate":
         for manifest in regenerate(args.out, args.only):
             size = sum(p.stat().st_size for p in manifest.parent.rglob("*") if p.is_file())

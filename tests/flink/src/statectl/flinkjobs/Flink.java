@@ -11,7 +11,6 @@ import org.apache.flink.runtime.jobgraph.JobGraph;
 import org.apache.flink.runtime.jobmaster.JobResult;
 import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
-import org.apache.flink.shaded.guava33.com.google.common.hash.Hashing;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.SerializationFeature;
@@ -121,10 +120,30 @@ public final class Flink {
         return rename.getOrDefault(uid, uid);
     }
 
-    /** Operator ID as Flink derives it from a uid: murmur3_128(seed 0) of the UTF-8 bytes. */
+    /**
+     * Operator ID as Flink derives it from a uid: murmur3_128(seed 0) of the UTF-8 bytes, through
+     * whichever shaded Guava this Flink ships (2.0 has guava32, 2.3 guava33).
+     */
     public static String operatorId(String uid) {
-        return HexFormat.of().formatHex(
-                Hashing.murmur3_128(0).newHasher().putString(uid, StandardCharsets.UTF_8).hash().asBytes());
+        try {
+            for (String guava : new String[] {"guava33", "guava32", "guava31", "guava30"}) {
+                String pkg = "org.apache.flink.shaded." + guava + ".com.google.common.hash.";
+                Class<?> hashing;
+                try {
+                    hashing = Class.forName(pkg + "Hashing");
+                } catch (ClassNotFoundException e) {
+                    continue;
+                }
+                Object function = hashing.getMethod("murmur3_128", int.class).invoke(null, 0);
+                Object code = Class.forName(pkg + "HashFunction")
+                        .getMethod("hashString", CharSequence.class, java.nio.charset.Charset.class)
+                        .invoke(function, uid, StandardCharsets.UTF_8);
+                return HexFormat.of().formatHex((byte[]) Class.forName(pkg + "HashCode").getMethod("asBytes").invoke(code));
+            }
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException(e);
+        }
+        throw new IllegalStateException("no shaded Guava found");
     }
 
     public static CheckpointMetadata loadMetadata(Path dir) throws IOException {
