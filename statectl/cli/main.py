@@ -7,8 +7,10 @@ Sub-command modules import heavy dependencies (pyspark) lazily so `--help` stays
 
 from __future__ import annotations
 
+import functools
 import sys
-from typing import Annotated
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
@@ -76,9 +78,15 @@ def report_error(message: str) -> None:
     print(f"statectl: error: {message}", file=sys.stderr)
 
 
+@functools.cache
+def _click_command() -> Callable[..., Any]:
+    """Built once per process: typer would rebuild it from the signatures on every call."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
-        app(args=argv, prog_name="statectl")
+        _click_command()(args=argv, prog_name="statectl")
     except StatectlError as exc:
         if _debug:
             raise

@@ -75,3 +75,19 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
     code, out, _ = run(["--version"], capsys)
     assert (code, out.strip()) == (0, f"statectl {__version__}")
+
+
+@pytest.mark.parametrize("name", ["hashmap_canonical_files", "rocksdb_native_full"])
+def test_metadata_truncated_at_every_offset_is_one_line_each_time(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    """The CLI side of the codec's truncation test: every cut is exit 1 and one named line."""
+    from tests.conftest import fixture_savepoint
+
+    data = (fixture_savepoint(name) / "_metadata").read_bytes()
+    metadata = tmp_path / "_metadata"
+    for cut in range(len(data)):
+        metadata.write_bytes(data[:cut])
+        code, out, err = run(["inspect", "--json", str(tmp_path)], capsys)
+        assert (code, out) == (1, ""), cut
+        assert_one_line_error(err, str(metadata), "truncated")
