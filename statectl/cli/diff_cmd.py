@@ -138,10 +138,11 @@ def print_report(report: DiffReport) -> None:
             out.print(f"  {state.operator}/{state.state}: {_describe(example)}", highlight=False)
     differing = sum(not s.identical for s in report.states)
     if report.identical:
-        out.print(f"[bold green]identical[/] ({len(report.states)} states compared)")
+        compared = output.counted(len(report.states), "state")
+        out.print(f"[bold green]identical[/] ({compared} compared)")
     else:
         only = len(report.operators_only_in_a) + len(report.operators_only_in_b)
-        extra = f", {only} operators on one side only" if only else ""
+        extra = f", {output.counted(only, 'operator')} on one side only" if only else ""
         out.print(f"[bold red]different[/]: {differing} of {len(report.states)} states{extra}")
 
 

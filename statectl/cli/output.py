@@ -32,6 +32,11 @@ def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 operator`, `3 operators`: English plurals of the nouns the summaries count."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def human_bytes(count: int) -> str:
     size = float(count)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
@@ -106,7 +111,7 @@ def _subtask_json(s: SubtaskSummary) -> dict[str, Any]:
 def print_summary(summary: SavepointSummary) -> None:
     stdout.print(
         f"[bold]{summary.location}[/]  {summary.snapshot}, metadata v{summary.metadata_version}, "
-        f"checkpoint {summary.checkpoint_id}, {len(summary.operators)} operators"
+        f"checkpoint {summary.checkpoint_id}, {counted(len(summary.operators), 'operator')}"
     )
     stdout.print(_operators_table(summary))
     for op in summary.operators:

@@ -85,10 +85,11 @@ def _print(result: Verification) -> None:
     for finding in result.findings:
         sys.stdout.write(finding.line(result.location) + "\n")
     if result.ok:
+        c = output.counted
         checked = (
-            f"{result.operators} operators, {result.subtasks} subtasks, {result.files} files, "
-            f"{result.key_groups} key groups"
+            f"{c(result.operators, 'operator')}, {c(result.subtasks, 'subtask')}, "
+            f"{c(result.files, 'file')}, {c(result.key_groups, 'key group')}"
         )
         if result.deep:
-            checked += f", {result.entries} entries walked"
+            checked += f", {result.entries} {'entry' if result.entries == 1 else 'entries'} walked"
         sys.stdout.write(f"{result.location}: OK ({checked})\n")
