@@ -1,11 +1,11 @@
 """Savepoints of older Flink versions: read, verified, rescaled, and restored by the same version.
 
-tests/fixtures/compat/<version>-<kind>/ hold savepoints that Flink 1.15.4, 1.18.1 and 1.20.3
-wrote with the compat job (tests/flink/compat), and Flink 2.0.1 with the fixture job of
-tests/flink/src (regenerate with `make fixtures-compat`), each with a manifest of exactly the
-state written. Without a JVM: the format versions in the bytes,
-`statectl inspect --json` against the manifest, `statectl verify --deep`. With one JVM per
-version (the compat job, or RestoreCheck for 2.x, on that version's jars): every `statectl rescale -p 1|3` output, the
+tests/fixtures/compat/<version>-<kind>/ hold savepoints that the last release of every Flink
+minor from 1.15 to 2.2 wrote (1.x with the compat job of tests/flink/compat, 2.x with the fixture
+job of tests/flink/src; regenerate with `make fixtures-compat`), each with a manifest of exactly
+the state written. Without a JVM: the format versions in the bytes, `statectl inspect --json`
+against the manifest, `statectl verify --deep`. With one JVM per version (the compat job, or
+RestoreCheck for 2.x, on that version's jars): every `statectl rescale -p 1|3` output, the
 originals and one cross-backend restore, restored by the same Flink and compared key by key;
 `statectl diff` of input and output says identical.
 
@@ -37,8 +37,14 @@ KINDS = list(harness.COMPAT_KINDS)
 PARALLELISMS = [1, 3]
 # From the bytes of the fixtures (and flink-savepoint-format.md §0.1): `_metadata` version and
 # the version of the operator-state header (5: no compression flag; 6: with it).
-METADATA_VERSION = {"1.15.4": 3, "1.18.1": 4, "1.20.3": 4, "2.0.1": 5}
-OPERATOR_HEADER_VERSION = {"1.15.4": 5, "1.18.1": 6, "1.20.3": 6, "2.0.1": 6}
+METADATA_VERSION = {
+    "1.15.4": 3, "1.16.3": 4, "1.17.2": 4, "1.18.1": 4, "1.19.3": 4, "1.20.3": 4,
+    "2.0.1": 5, "2.1.3": 6, "2.2.1": 6,
+}  # fmt: skip
+OPERATOR_HEADER_VERSION = {
+    "1.15.4": 5, "1.16.3": 5, "1.17.2": 5, "1.18.1": 6, "1.19.3": 6, "1.20.3": 6,
+    "2.0.1": 6, "2.1.3": 6, "2.2.1": 6,
+}  # fmt: skip
 KEYED_HEADER_VERSION = 6
 # Compressed operator state whose elements share offsets (FLINK-34063): refused.
 REFUSED = {("1.18.1", "hashmap-compressed")}

@@ -362,11 +362,14 @@ def restore_check(
 
 # --------------------------------------------------------------------------- older Flink versions
 
-# Flink versions the compat tests (tests/compat/) run, one per `_metadata` / state-header variant:
-# 1.15 writes metadata V3 and operator-state header 5, 1.18 V4 and header 6 (compression flag),
-# 1.20 V4 with file-merging handle codes known, 2.0 V5 (operator names and uids). 1.x versions
-# run the compat job (tests/flink/compat/src, 1.x APIs); 2.x versions FixtureJob/RestoreCheck.
-COMPAT_VERSIONS = ("1.15.4", "1.18.1", "1.20.3", "2.0.1")
+# Flink versions the compat tests (tests/compat/) run: the last release of every minor before
+# 2.3. 1.15 writes metadata V3 and operator-state header 5, 1.16/1.17 V4 and header 5, 1.18/1.19
+# V4 and header 6 (compression flag), 1.20 V4 with file-merging handle codes known, 2.0 V5
+# (operator names and uids), 2.1/2.2 V6. 1.x versions run the compat job (tests/flink/compat/src,
+# 1.x APIs); 2.x versions FixtureJob/RestoreCheck.
+COMPAT_VERSIONS = (
+    "1.15.4", "1.16.3", "1.17.2", "1.18.1", "1.19.3", "1.20.3", "2.0.1", "2.1.3", "2.2.1",
+)  # fmt: skip
 COMPAT_MAIN = "statectl.compat.CompatJob"
 # The savepoints the compat job writes per version: kind -> job parameters. NATIVE with
 # incremental snapshots: Flink 1.15 writes a NATIVE savepoint of a non-incremental RocksDB backend
