@@ -13,7 +13,7 @@ from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
 from statectl.formats.state_values import jsonable
 from statectl.savepoint.diff import DiffReport, Example, StateDiff, diff, wants_spark
-from statectl.savepoint.engine import Engine, LocalEngine, SparkEngine
+from statectl.savepoint.engine import choose_engine
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.verify import ensure_consistent
 
@@ -63,10 +63,8 @@ def diff_command(
     ensure_consistent(sp_a)  # refuse inconsistent input before reading entries
     ensure_consistent(sp_b)
     use_spark = wants_spark(sp_a, sp_b, operator, True if master else spark)
-    engine: Engine = (
-        SparkEngine(master or "local[*]", parse_key_values(conf, "--conf"))
-        if use_spark
-        else LocalEngine()
+    engine = choose_engine(
+        use_spark, master, parse_key_values(conf, "--conf"), sp_a.directory, sp_b.directory
     )
     report = diff(sp_a, sp_b, operator, engine)
     if json_output:

@@ -8,9 +8,10 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
-from statectl.savepoint.engine import Engine, LocalEngine, SparkEngine
+from statectl.savepoint.engine import choose_engine
 from statectl.savepoint.export import export
 from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.storage import locate
 from statectl.savepoint.verify import ensure_consistent
 
 
@@ -63,10 +64,8 @@ def export_command(
     sp = open_savepoint(path, options)
     ensure_consistent(sp, [sp.find_operator(operator)] if operator else None)
     use_spark = spark or master is not None
-    engine: Engine = (
-        SparkEngine(master or "local[*]", parse_key_values(conf, "--conf"))
-        if use_spark
-        else LocalEngine()
+    engine = choose_engine(
+        use_spark, master, parse_key_values(conf, "--conf"), sp.directory, locate(out, options)
     )
     report = export(
         sp,

@@ -1,4 +1,5 @@
-"""The rescale driver: plan, run the Spark job, assemble `_metadata`, publish.
+"""The rescale driver: plan, run the Spark job (or, for `memory://`, the same tasks in this
+process), assemble `_metadata`, publish.
 
 The output is self-contained: rescaled operators get new files, operators carried over get
 copies of theirs, and every file is referenced by a relative handle (code 6), so the new
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from statectl.errors import UnsupportedError
 from statectl.formats.handles import (
@@ -25,8 +26,10 @@ from statectl.formats.handles import (
     StreamHandle,
 )
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.rescale import in_process
 from statectl.rescale.execute import CopyResult, CopyTask, Result, SubtaskResult, Task
 from statectl.rescale.plan import RescalePlan, has_native_keyed_state
+from statectl.rescale.rekey import RekeyOperator
 from statectl.savepoint import native, writer
 from statectl.savepoint.model import Savepoint, describe_operator
 
@@ -175,26 +178,29 @@ def rescale(
     storage_options: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
 ) -> RescaleReport:
-    """Execute `plan` into `destination`; nothing is published unless everything succeeded."""
-    from statectl.rescale import spark_job  # lazy: pyspark is heavy
+    """Execute `plan` into `destination`; nothing is published unless everything succeeded.
 
+    The plan runs as a Spark job, unless the source or destination is storage that only this
+    process sees (`memory://`): then it runs here (`in_process`), whatever `master` says.
+    """
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
     tasks, carried = build_tasks(plan)
     staged = writer.stage(destination, overwrite, storage_options)
     clock = [time.monotonic()]
     try:
-        context = spark_job.spark_context(master, spark_conf)
+        if plan.source.directory.is_process_local or staged.destination.is_process_local:
+            runner: _Runner = _InProcess()
+        else:
+            runner = _OnSpark(master, spark_conf)
         clock.append(time.monotonic())
         rekeyed = [p.rekey for p in plan.operators if p.rekey is not None]
         rekeyed_files = sum(r.parallelism for r in rekeyed)
         task_progress = progress
         if progress is not None and rekeyed:  # re-hashed files are only done after the shuffle
             task_progress = lambda done, total: progress(done, total + rekeyed_files)  # noqa: E731
-        results = spark_job.run_tasks(
-            context, tasks, staged.staging_url, storage_options, task_progress
-        )
+        results = runner.run_tasks(tasks, staged.staging_url, storage_options, task_progress)
         if rekeyed:
-            results += spark_job.run_rekey(context, rekeyed, staged.staging_url, storage_options)
+            results += runner.run_rekey(rekeyed, staged.staging_url, storage_options)
             if progress is not None:
                 progress(len(tasks) + rekeyed_files, len(tasks) + rekeyed_files)
         clock.append(time.monotonic())
@@ -208,6 +214,57 @@ def rescale(
         (p, round(b - a, 3)) for p, a, b in zip(phases, clock[:-1], clock[1:], strict=True)
     )
     return dataclasses.replace(report(plan, results, staged.destination.url), timings=timings)
+
+
+class _Runner(Protocol):
+    def run_tasks(
+        self,
+        tasks: Sequence[Task],
+        output_url: str,
+        storage_options: dict[str, Any] | None,
+        progress: ProgressCallback | None,
+    ) -> list[Result]: ...
+
+    def run_rekey(
+        self,
+        operators: Sequence[RekeyOperator],
+        output_url: str,
+        storage_options: dict[str, Any] | None,
+    ) -> list[Result]: ...
+
+
+class _OnSpark:
+    """The Spark job (`spark_job`); creating it starts the SparkContext."""
+
+    def __init__(self, master: str, spark_conf: Mapping[str, str] | None) -> None:
+        from statectl.rescale import spark_job  # lazy: pyspark is heavy
+
+        self._jobs = spark_job
+        self._context = spark_job.spark_context(master, spark_conf)
+
+    def run_tasks(
+        self,
+        tasks: Sequence[Task],
+        output_url: str,
+        storage_options: dict[str, Any] | None,
+        progress: ProgressCallback | None,
+    ) -> list[Result]:
+        return self._jobs.run_tasks(self._context, tasks, output_url, storage_options, progress)
+
+    def run_rekey(
+        self,
+        operators: Sequence[RekeyOperator],
+        output_url: str,
+        storage_options: dict[str, Any] | None,
+    ) -> list[Result]:
+        return self._jobs.run_rekey(self._context, operators, output_url, storage_options)
+
+
+class _InProcess:
+    """The same work in this process (`in_process`), for storage Spark's workers cannot see."""
+
+    run_tasks = staticmethod(in_process.run_tasks)
+    run_rekey = staticmethod(in_process.run_rekey)
 
 
 # --- carrying operators over unchanged ---------------------------------------------------

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from statectl.savepoint.storage import Location
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -115,3 +118,13 @@ class SparkEngine:
 
 
 _FAILED = "\0statectl: task failed"  # the key of a failed task's TaskFailure
+
+
+def choose_engine(
+    use_spark: bool, master: str | None, conf: Mapping[str, str], *locations: Location
+) -> Engine:
+    """Spark when asked, except over storage only this process sees (`memory://`), whose files
+    Spark's workers could not read: that work runs here."""
+    if not use_spark or any(location.is_process_local for location in locations):
+        return LocalEngine()
+    return SparkEngine(master or "local[*]", conf)

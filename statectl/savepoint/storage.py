@@ -43,6 +43,12 @@ class Location:
         protocols = (protocol,) if isinstance(protocol, str) else protocol
         return "file" in protocols or "local" in protocols
 
+    @property
+    def is_process_local(self) -> bool:
+        """Storage only this Python process sees (fsspec `memory://`), not Spark's workers."""
+        protocol = self.fs.protocol
+        return "memory" in ((protocol,) if isinstance(protocol, str) else protocol)
+
     def child(self, name: str) -> Location:
         return Location(self.fs, posixpath.join(self.path, name), _join_url(self.url, name))
 
