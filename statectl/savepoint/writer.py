@@ -8,6 +8,7 @@ a savepoint, so an interrupted run leaves nothing Flink would restore.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import uuid
@@ -83,7 +84,9 @@ def _move_metadata_last(staged: StagedSavepoint) -> None:
         if name != METADATA_FILE:
             fs.mv(path, destination.child(name).path, recursive=True)
     fs.mv(staged.staging.child(METADATA_FILE).path, destination.child(METADATA_FILE).path)
-    fs.rm(staged.staging.path, recursive=True)
+    # Object stores have no empty folders: the staging "folder" went with its last file.
+    with contextlib.suppress(FileNotFoundError):
+        fs.rm(staged.staging.path, recursive=True)
 
 
 def stale_staging(destination_url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
