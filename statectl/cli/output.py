@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.progress import (
     BarColumn,
-    MofNCompleteColumn,
+    DownloadColumn,
     Progress,
     TaskID,
     TextColumn,
@@ -21,6 +21,7 @@ from statectl.rescale import rekey
 from statectl.savepoint.summary import OperatorSummary, SavepointSummary, SubtaskSummary
 
 if TYPE_CHECKING:
+    from statectl.progress import Progress as JobProgress
     from statectl.rescale.job import RescaleReport
     from statectl.rescale.plan import KeyedTarget, OperatorPlan, RescalePlan
 
@@ -190,35 +191,41 @@ def _print_native_files(op: OperatorSummary) -> None:
 
 
 class TaskProgress:
-    """Task progress on stderr: a rich bar on a terminal, a few plain lines in a CI log."""
+    """Files written and state bytes done, on stderr: a rich bar on a terminal, one plain line
+    in a CI log."""
 
     def __init__(self, what: str, enabled: bool = True) -> None:
         self.what = what
         self.enabled = enabled
         self._progress: Progress | None = None
         self._task: TaskID | None = None
-        self._last_plain = -1
+        self._reported_plain = False
 
     def __enter__(self) -> TaskProgress:
         if self.enabled and stderr.is_terminal:
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
-                MofNCompleteColumn(),
+                TextColumn("{task.fields[files]}"),
+                DownloadColumn(binary_units=True),
                 TimeElapsedColumn(),
                 console=stderr,
                 transient=True,
             )
             self._progress.start()
-            self._task = self._progress.add_task(f"{self.what}: files", total=None)
+            self._task = self._progress.add_task(self.what, total=None, files="")
         return self
 
-    def update(self, done: int, total: int) -> None:
+    def update(self, done: JobProgress) -> None:
+        files = f"{done.files}/{done.total_files} files"
         if self._progress is not None and self._task is not None:
-            self._progress.update(self._task, completed=done, total=total)
-        elif self.enabled and done == total and self._last_plain != done:
-            self._last_plain = done
-            print(f"statectl: {self.what}: {done}/{total} files written", file=sys.stderr)
+            self._progress.update(
+                self._task, completed=done.bytes, total=done.total_bytes, files=files
+            )
+        elif self.enabled and done.complete and not self._reported_plain:
+            self._reported_plain = True
+            state = human_bytes(done.total_bytes)
+            print(f"statectl: {self.what}: {files} written ({state} of state)", file=sys.stderr)
 
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:

@@ -67,6 +67,28 @@ Task = SubtaskTarget | CopyTask
 Result = SubtaskResult | CopyResult
 
 
+def task_bytes(task: Task) -> int:
+    """Bytes a task reads (native runs: their share of the instance), to balance bins."""
+    if isinstance(task, CopyTask):
+        return task.source.size
+    size = 0
+    if task.keyed is not None:
+        size += task.keyed.size
+        for run in task.keyed.native:
+            owned = run.instance.key_groups or (run.first, run.last)
+            size += run.instance.size * (run.last - run.first + 1) // (owned[1] - owned[0] + 1)
+    if task.operator is not None:
+        size += task.operator.size
+    return size
+
+
+def task_files(task: Task) -> int:
+    """Files a task writes: a copy one, a new subtask its keyed and operator-state files."""
+    if isinstance(task, CopyTask):
+        return 1
+    return (task.keyed is not None) + (task.operator is not None)
+
+
 def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None) -> Result:
     """Entry point of a Spark task: write the task's file(s) into the output folder."""
     output = locate(output_url, storage_options)

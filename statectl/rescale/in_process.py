@@ -8,14 +8,13 @@ one after the other, and re-hashed entries are sorted in memory instead of by a 
 from __future__ import annotations
 
 import operator as op
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
+from statectl.progress import Progress, ProgressCallback
 from statectl.rescale import rekey
-from statectl.rescale.execute import Result, Task, run_task, write_rekeyed
+from statectl.rescale.execute import Result, Task, run_task, task_bytes, task_files, write_rekeyed
 from statectl.rescale.rekey import RekeyOperator
-
-ProgressCallback = Callable[[int, int], None]  # (completed tasks, total tasks)
 
 
 def run_tasks(
@@ -26,10 +25,13 @@ def run_tasks(
 ) -> list[Result]:
     """Every task once, in order; the same results as `spark_job.run_tasks`."""
     results = []
-    for done, task in enumerate(tasks, start=1):
+    total_files, total_bytes = sum(map(task_files, tasks)), sum(map(task_bytes, tasks))
+    files, size = 0, 0
+    for task in tasks:
         results.append(run_task(task, output_url, storage_options))
+        files, size = files + task_files(task), size + task_bytes(task)
         if progress is not None:
-            progress(done, len(tasks))
+            progress(Progress(files, total_files, size, total_bytes))
     return results
 
 

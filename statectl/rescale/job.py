@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -26,14 +26,21 @@ from statectl.formats.handles import (
     StreamHandle,
 )
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.progress import Progress, ProgressCallback, finished
 from statectl.rescale import in_process
-from statectl.rescale.execute import CopyResult, CopyTask, Result, SubtaskResult, Task
+from statectl.rescale.execute import (
+    CopyResult,
+    CopyTask,
+    Result,
+    SubtaskResult,
+    Task,
+    task_bytes,
+    task_files,
+)
 from statectl.rescale.plan import RescalePlan, has_native_keyed_state
 from statectl.rescale.rekey import RekeyOperator
 from statectl.savepoint import native, writer
 from statectl.savepoint.model import Savepoint, describe_operator
-
-ProgressCallback = Callable[[int, int], None]
 
 
 @dataclass(frozen=True)
@@ -194,15 +201,20 @@ def rescale(
             runner = _OnSpark(master, spark_conf)
         clock.append(time.monotonic())
         rekeyed = [p.rekey for p in plan.operators if p.rekey is not None]
-        rekeyed_files = sum(r.parallelism for r in rekeyed)
+        rekey_files = sum(r.parallelism for r in rekeyed)
+        rekey_bytes = sum(source.size for r in rekeyed for source in r.sources)
         task_progress = progress
         if progress is not None and rekeyed:  # re-hashed files are only done after the shuffle
-            task_progress = lambda done, total: progress(done, total + rekeyed_files)  # noqa: E731
+
+            def task_progress(done: Progress) -> None:
+                progress(done.plus_pending(rekey_files, rekey_bytes))
+
         results = runner.run_tasks(tasks, staged.staging_url, storage_options, task_progress)
         if rekeyed:
             results += runner.run_rekey(rekeyed, staged.staging_url, storage_options)
             if progress is not None:
-                progress(len(tasks) + rekeyed_files, len(tasks) + rekeyed_files)
+                files = sum(map(task_files, tasks)) + rekey_files
+                progress(finished(files, sum(map(task_bytes, tasks)) + rekey_bytes))
         clock.append(time.monotonic())
         writer.publish(staged, assemble(plan, carried, results))
         clock.append(time.monotonic())

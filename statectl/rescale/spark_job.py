@@ -3,7 +3,7 @@
 `local[*]` starts an embedded session; any other `--master` is a cluster, to which the
 `statectl` package is shipped as a zip (workers need its dependencies, see README).
 Spark's console progress is off and its log level WARN; progress is reported through a
-callback fed by an accumulator of files written.
+callback fed by accumulators of files written and their state bytes.
 
 Start-up dominates small and medium rescales, so a rescale starts a bare SparkContext (no SQL
 session, which costs as much again) and the driver JVM, which only schedules, skips the
@@ -31,8 +31,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl import errors
+from statectl.progress import Progress, ProgressCallback, finished
 from statectl.rescale import rekey
-from statectl.rescale.execute import CopyTask, Result, Task, run_task, write_rekeyed
+from statectl.rescale.execute import (
+    Result,
+    Task,
+    run_task,
+    task_bytes,
+    task_files,
+    write_rekeyed,
+)
 from statectl.rescale.rekey import RekeyOperator
 
 if TYPE_CHECKING:
@@ -40,7 +48,6 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
-ProgressCallback = Callable[[int, int], None]  # (completed tasks, total tasks)
 
 _QUIET_CONF = {
     "spark.ui.enabled": "false",
@@ -119,24 +126,30 @@ def run_tasks(
     # Spark tasks carry task indexes; the plan travels once per executor, so a big plan
     # packed into few Spark tasks never makes oversized ones.
     plan = context.broadcast(list(tasks))
-    written = context.accumulator(0)
+    files_done, bytes_done = context.accumulator(0), context.accumulator(0)
     run = guarded(lambda task: run_task(task, output_url, storage_options))
 
     def run_counted(index: int) -> tuple[int, Result | TaskFailure]:
-        result = run(plan.value[index])
+        task = plan.value[index]
+        result = run(task)
         if not isinstance(result, TaskFailure):
-            written.add(1)
+            files_done.add(task_files(task))
+            bytes_done.add(task_bytes(task))
         return index, result
 
     job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
     group = f"statectl-{uuid.uuid4().hex}"
     context.setJobGroup(group, f"statectl: {len(tasks)} files", interruptOnCancel=True)
+    total_files, total_bytes = sum(map(task_files, tasks)), sum(map(task_bytes, tasks))
     stop = threading.Event()
     watcher = None
     if progress is not None:
-        watcher = threading.Thread(
-            target=_watch, args=(written, len(tasks), progress, stop), daemon=True
-        )
+
+        def report() -> Progress:
+            files, size = min(files_done.value, total_files), min(bytes_done.value, total_bytes)
+            return Progress(files, total_files, size, total_bytes)
+
+        watcher = threading.Thread(target=_watch, args=(report, progress, stop), daemon=True)
         watcher.start()
     try:
         results = raise_failures([r for _, r in sorted(job.collect(), key=_first)])
@@ -147,7 +160,7 @@ def run_tasks(
         with contextlib.suppress(Exception):  # never hide the job's own error
             plan.destroy()
     if progress is not None:  # only a job that succeeded has written every file
-        progress(len(tasks), len(tasks))
+        progress(finished(total_files, total_bytes))
     return results
 
 
@@ -163,21 +176,6 @@ def pack(tasks: Sequence[Task], slots: int) -> list[list[int]]:
     return bins
 
 
-def task_bytes(task: Task) -> int:
-    """Bytes a task reads (native runs: their share of the instance), to balance bins."""
-    if isinstance(task, CopyTask):
-        return task.source.size
-    size = 0
-    if task.keyed is not None:
-        size += task.keyed.size
-        for run in task.keyed.native:
-            owned = run.instance.key_groups or (run.first, run.last)
-            size += run.instance.size * (run.last - run.first + 1) // (owned[1] - owned[0] + 1)
-    if task.operator is not None:
-        size += task.operator.size
-    return size
-
-
 def _items(bin_: list[int]) -> list[int]:
     return bin_
 
@@ -186,9 +184,11 @@ def _first(pair: tuple[int, Any]) -> int:
     return pair[0]
 
 
-def _watch(written: Any, total: int, progress: ProgressCallback, stop: threading.Event) -> None:
-    while not stop.wait(0.25):  # the accumulator counts files of Spark tasks that finished
-        progress(min(written.value, total), total)
+def _watch(
+    report: Callable[[], Progress], progress: ProgressCallback, stop: threading.Event
+) -> None:
+    while not stop.wait(0.25):  # the accumulators count the Spark tasks that finished
+        progress(report())
 
 
 # --- errors inside tasks -----------------------------------------------------------------

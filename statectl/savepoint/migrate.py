@@ -16,19 +16,18 @@ modified.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
 from statectl.formats.java_io import encode_modified_utf8
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
+from statectl.progress import Progress, ProgressCallback
 from statectl.rescale.execute import CopyResult, CopyTask, run_task
 from statectl.rescale.job import CopyNames, carry_over
 from statectl.savepoint import writer
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
-
-ProgressCallback = Callable[[int, int], None]
 
 RENAMED, DROPPED, CARRIED = "renamed", "dropped", "carried"
 
@@ -176,10 +175,12 @@ def migrate(
     staged = writer.stage(destination, overwrite, storage_options)
     results: list[CopyResult] = []
     try:
+        total_bytes, done_bytes = sum(task.source.size for task in tasks), 0
         for done, task in enumerate(tasks, 1):
             results.append(_copy(task, staged.staging_url, storage_options))
+            done_bytes += task.source.size
             if progress is not None:
-                progress(done, len(tasks))
+                progress(Progress(done, len(tasks), done_bytes, total_bytes))
         writer.publish(staged, metadata)
     except BaseException:
         writer.discard(staged)

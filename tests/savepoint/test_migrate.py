@@ -18,6 +18,7 @@ import fsspec
 import pytest
 
 from statectl.cli.main import main
+from statectl.cli.output import human_bytes
 from statectl.errors import StatectlError
 from statectl.formats.handles import (
     ByteStreamHandle,
@@ -410,7 +411,9 @@ def test_cli_human_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert operator_id_for_uid("ks").hex() in stdout
     assert "renamed" in stdout and "dropped" in stdout
     assert "1 renamed, 1 dropped, 5 kept; " in stdout
-    assert err == "statectl: migrate: 6/6 files written\n"  # no terminal: one plain line
+    copied = sum(p.stat().st_size for p in (tmp_path / "out").iterdir() if p.name != "_metadata")
+    # No terminal: one plain line, with the bytes of the state files copied.
+    assert err == f"statectl: migrate: 6/6 files written ({human_bytes(copied)} of state)\n"
 
 
 def test_cli_refuses_an_existing_destination_unless_overwrite(
