@@ -24,6 +24,15 @@ def fixture_savepoint(name: str) -> Path:
     return FIXTURES / name / load_manifest(name)["path"]
 
 
+def files_under(url: str | Path, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
+    """Every file below a folder (a path or any fsspec URL), by its path relative to it."""
+    from fsspec.core import url_to_fs
+
+    fs, root = url_to_fs(str(url), **(storage_options or {}))
+    root = root.rstrip("/")
+    return {path[len(root) :].strip("/"): fs.cat_file(path) for path in fs.find(root)}
+
+
 @pytest.fixture(scope="session")
 def flink_dist() -> Path:
     """flink-dist-2.3.0.jar, installed into the git-ignored cache on first use."""

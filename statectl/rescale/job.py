@@ -9,10 +9,11 @@ savepoint can be moved anywhere. The metadata version and tail are the input's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from statectl.errors import UnsupportedError
 from statectl.formats.handles import (
@@ -38,7 +39,6 @@ from statectl.rescale.execute import (
     task_files,
 )
 from statectl.rescale.plan import RescalePlan, has_native_keyed_state
-from statectl.rescale.rekey import RekeyOperator
 from statectl.savepoint import native, writer
 from statectl.savepoint.model import Savepoint, describe_operator
 
@@ -195,10 +195,10 @@ def rescale(
     staged = writer.stage(destination, overwrite, storage_options)
     clock = [time.monotonic()]
     try:
-        if plan.source.directory.is_process_local or staged.destination.is_process_local:
-            runner: _Runner = _InProcess()
-        else:
-            runner = _OnSpark(master, spark_conf)
+        in_this_process = (
+            plan.source.directory.is_process_local or staged.destination.is_process_local
+        )
+        runner = _runner(in_this_process, master, spark_conf)
         clock.append(time.monotonic())
         rekeyed = [p.rekey for p in plan.operators if p.rekey is not None]
         rekey_files = sum(r.parallelism for r in rekeyed)
@@ -228,55 +228,25 @@ def rescale(
     return dataclasses.replace(report(plan, results, staged.destination.url), timings=timings)
 
 
-class _Runner(Protocol):
-    def run_tasks(
-        self,
-        tasks: Sequence[Task],
-        output_url: str,
-        storage_options: dict[str, Any] | None,
-        progress: ProgressCallback | None,
-    ) -> list[Result]: ...
+@dataclass(frozen=True)
+class _Runner:
+    """Where the plan's tasks run: `spark_job`'s functions, or `in_process`'s with the same
+    signatures (without the Spark context) for storage Spark's workers cannot see."""
 
-    def run_rekey(
-        self,
-        operators: Sequence[RekeyOperator],
-        output_url: str,
-        storage_options: dict[str, Any] | None,
-    ) -> list[Result]: ...
+    run_tasks: Callable[..., list[Result]]  # (tasks, output_url, storage_options, progress)
+    run_rekey: Callable[..., list[Result]]  # (operators, output_url, storage_options)
 
 
-class _OnSpark:
-    """The Spark job (`spark_job`); creating it starts the SparkContext."""
+def _runner(in_this_process: bool, master: str, spark_conf: Mapping[str, str] | None) -> _Runner:
+    if in_this_process:
+        return _Runner(in_process.run_tasks, in_process.run_rekey)
+    from statectl.rescale import spark_job  # lazy: pyspark is heavy
 
-    def __init__(self, master: str, spark_conf: Mapping[str, str] | None) -> None:
-        from statectl.rescale import spark_job  # lazy: pyspark is heavy
-
-        self._jobs = spark_job
-        self._context = spark_job.spark_context(master, spark_conf)
-
-    def run_tasks(
-        self,
-        tasks: Sequence[Task],
-        output_url: str,
-        storage_options: dict[str, Any] | None,
-        progress: ProgressCallback | None,
-    ) -> list[Result]:
-        return self._jobs.run_tasks(self._context, tasks, output_url, storage_options, progress)
-
-    def run_rekey(
-        self,
-        operators: Sequence[RekeyOperator],
-        output_url: str,
-        storage_options: dict[str, Any] | None,
-    ) -> list[Result]:
-        return self._jobs.run_rekey(self._context, operators, output_url, storage_options)
-
-
-class _InProcess:
-    """The same work in this process (`in_process`), for storage Spark's workers cannot see."""
-
-    run_tasks = staticmethod(in_process.run_tasks)
-    run_rekey = staticmethod(in_process.run_rekey)
+    context = spark_job.spark_context(master, spark_conf)
+    return _Runner(
+        functools.partial(spark_job.run_tasks, context),
+        functools.partial(spark_job.run_rekey, context),
+    )
 
 
 # --- carrying operators over unchanged ---------------------------------------------------

@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from statectl.cli.main import main
-from tests.conftest import fixture_savepoint
+from tests.conftest import files_under, fixture_savepoint
 
 pytestmark = pytest.mark.spark
 
@@ -38,20 +38,6 @@ def upload(local: Path) -> str:
         if path.is_file():
             MEMORY.pipe(f"{root}/{path.relative_to(local).as_posix()}", path.read_bytes())
     return root
-
-
-def files_in_memory(url: str) -> dict[str, bytes]:
-    base = url.removeprefix("memory://").strip("/")
-    return {
-        path.removeprefix("/").removeprefix(base).strip("/"): MEMORY.cat_file(path)
-        for path in MEMORY.find(url)
-    }
-
-
-def local_files(folder: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
-    }
 
 
 @pytest.mark.parametrize(
@@ -75,10 +61,10 @@ def test_memory_output_equals_the_spark_jobs_output(
     output = f"{in_memory}-out"
     code, _, err = cli(command, in_memory, "-o", output, *options, "--json")
     assert code == 0, err
-    written = files_in_memory(output)
+    written = files_under(output)
     assert "_metadata" in written
-    assert written == local_files(tmp_path / "local")
-    assert files_in_memory(in_memory) == local_files(source)  # the input untouched
+    assert written == files_under(tmp_path / "local")
+    assert files_under(in_memory) == files_under(source)  # the input untouched
 
 
 def test_diff_and_export_with_spark_run_in_process(spark: object, tmp_path: Path) -> None:
@@ -94,7 +80,7 @@ def test_diff_and_export_with_spark_run_in_process(spark: object, tmp_path: Path
     code, _, err = cli("export", in_memory, "-o", f"{in_memory}-export/", "--spark")
     assert code == 0, err
     parts = [
-        pq.read_table(io.BytesIO(data)) for data in files_in_memory(f"{in_memory}-export").values()
+        pq.read_table(io.BytesIO(data)) for data in files_under(f"{in_memory}-export").values()
     ]
     local = pq.read_table(tmp_path / "local.parquet")
     key = ["operator", "state", "key", "namespace", "user_key", "value"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from statectl.cli.main import main
-from tests.conftest import fixture_savepoint
+from tests.conftest import files_under, fixture_savepoint
 
 pytestmark = pytest.mark.spark
 
@@ -36,8 +36,8 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def s3() -> Iterator[tuple[object, list[str]]]:
-    """(an s3fs filesystem, the --storage-option flags that reach the same server)."""
+def s3() -> Iterator[tuple[object, dict[str, str]]]:
+    """(an s3fs filesystem, the storage options that reach the same server)."""
     from moto.server import ThreadedMotoServer
     from s3fs import S3FileSystem
 
@@ -48,26 +48,17 @@ def s3() -> Iterator[tuple[object, list[str]]]:
     options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "statectl", "secret": "statectl"}
     fs = S3FileSystem(**options, use_listings_cache=False)
     fs.mkdir(BUCKET)
-    flags = [flag for k, v in options.items() for flag in ("--storage-option", f"{k}={v}")]
-    yield fs, flags
+    yield fs, options
     server.stop()
+
+
+def flags(options: dict[str, str]) -> list[str]:
+    return [flag for k, v in options.items() for flag in ("--storage-option", f"{k}={v}")]
 
 
 def upload(fs: object, local: Path, name: str) -> str:
     fs.put(str(local), f"{BUCKET}/{name}", recursive=True)  # type: ignore[attr-defined]
     return f"s3://{BUCKET}/{name}"
-
-
-def s3_files(fs: object, url: str) -> dict[str, bytes]:
-    root = url.removeprefix("s3://")
-    paths = fs.find(root)  # type: ignore[attr-defined]
-    return {p.removeprefix(root).strip("/"): fs.cat_file(p) for p in paths}  # type: ignore[attr-defined]
-
-
-def local_files(folder: Path) -> dict[str, bytes]:
-    return {
-        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
-    }
 
 
 @pytest.mark.parametrize(
@@ -79,40 +70,44 @@ def local_files(folder: Path) -> dict[str, bytes]:
     ],
 )
 def test_rescale_on_s3_equals_rescale_between_local_folders(
-    spark: object, s3: tuple[object, list[str]], tmp_path: Path, fixture: str, args: tuple[str, ...]
+    spark: object,
+    s3: tuple[object, dict[str, str]],
+    tmp_path: Path,
+    fixture: str,
+    args: tuple[str, ...],
 ) -> None:
-    fs, flags = s3
+    fs, options = s3
     source = fixture_savepoint(fixture)
-    command, *options = args
-    code, _, err = cli(command, str(source), "-o", str(tmp_path / "local"), *options)
+    command, *extra = args
+    code, _, err = cli(command, str(source), "-o", str(tmp_path / "local"), *extra)
     assert code == 0, err
     name = f"{tmp_path.name}-{fixture}"
     remote = upload(fs, source, name)
     output = f"{remote}-out"
-    code, _, err = cli(command, remote, "-o", output, *options, "--json", *flags)
+    code, _, err = cli(command, remote, "-o", output, *extra, "--json", *flags(options))
     assert code == 0, err
-    written = s3_files(fs, output)
+    written = files_under(output, options)
     assert "_metadata" in written
-    assert written == local_files(tmp_path / "local")
-    assert s3_files(fs, remote) == local_files(source)  # the input untouched
+    assert written == files_under(tmp_path / "local")
+    assert files_under(remote, options) == files_under(source)  # the input untouched
     # Refused without --overwrite, and nothing changed by the refusal.
-    code, _, err = cli(command, remote, "-o", output, *options, *flags)
+    code, _, err = cli(command, remote, "-o", output, *extra, *flags(options))
     assert code == 1 and "destination exists" in err
-    assert s3_files(fs, output) == written
+    assert files_under(output, options) == written
 
 
 def test_inspect_verify_and_diff_on_s3(
-    spark: object, s3: tuple[object, list[str]], tmp_path: Path
+    spark: object, s3: tuple[object, dict[str, str]], tmp_path: Path
 ) -> None:
-    fs, flags = s3
+    fs, options = s3
     source = fixture_savepoint("hashmap_canonical_files")
     remote = upload(fs, source, f"{tmp_path.name}-sp")
-    code, out, err = cli("inspect", remote, "--json", *flags)
+    code, out, err = cli("inspect", remote, "--json", *flags(options))
     assert code == 0, err
     assert out == cli("inspect", str(source), "--json")[1].replace(str(source), remote)
-    code, out, err = cli("verify", remote, "--deep", *flags)
+    code, out, err = cli("verify", remote, "--deep", *flags(options))
     assert (code, err) == (0, "")
     assert out.startswith(f"{remote}: OK (7 operators")
-    code, out, err = cli("diff", remote, str(source), "--spark", *flags)
+    code, out, err = cli("diff", remote, str(source), "--spark", *flags(options))
     assert (code, err) == (0, ""), out
     assert out.strip().endswith("identical (13 states compared)")
