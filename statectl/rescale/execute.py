@@ -68,7 +68,8 @@ Result = SubtaskResult | CopyResult
 
 
 def task_bytes(task: Task) -> int:
-    """Bytes a task reads (native runs: their share of the instance), to balance bins."""
+    """Bytes a task reads (native runs: their share of the instance): what balances Spark
+    tasks and what progress counts."""
     if isinstance(task, CopyTask):
         return task.source.size
     size = 0
