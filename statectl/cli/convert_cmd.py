@@ -43,12 +43,14 @@ def convert(
     ] = False,
     storage_option: StorageOptions = None,
 ) -> None:
-    """Turn RocksDB native keyed state into canonical key-group blocks, at the same parallelism.
+    """Turn RocksDB (or ForSt) native keyed state into canonical key-group blocks, at the same
+    parallelism.
 
     Each RocksDB instance (native savepoint, or incremental checkpoint with its shared files) is
     opened read-only with rocksdict on the Spark executor's local disk; its rows become
-    canonical blocks, which every Flink state backend restores. Other state is copied, so the
-    output is self-contained; the input is never modified.
+    canonical blocks, which the hashmap and RocksDB backends restore (Flink 2.3's ForSt restores
+    no canonical savepoint). Other state is copied, so the output is self-contained; the input
+    is never modified.
 
     Examples:
 

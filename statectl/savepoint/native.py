@@ -195,8 +195,8 @@ def _open(folder: str, instance: NativeInstance) -> Rdict:
         )
     except Exception as exc:  # rocksdict raises plain Exception
         raise UnsupportedError(
-            f"rocksdict cannot open this RocksDB instance ({exc}); a ForSt or otherwise "
-            f"incompatible native snapshot? {_TAKE_CANONICAL}",
+            f"rocksdict cannot open this RocksDB instance ({exc}); files of a RocksDB or "
+            f"ForSt version it does not read? {_TAKE_CANONICAL}",
             instance.description,
         ) from None
 

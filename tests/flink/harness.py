@@ -93,6 +93,8 @@ FIXTURE_PARAMS: dict[str, dict[str, Any]] = {
     "hashmap_p4": {"parallelism": 4},
     "rocksdb_native_full": {"backend": "rocksdb", "format": "NATIVE", "incremental": False},
     "rocksdb_native_incremental": {"backend": "rocksdb", "format": "NATIVE", "incremental": True},
+    # ForSt (Flink 2.x) writes only NATIVE savepoints, RocksDB's layout under another backend.
+    "forst_native": {"backend": "forst", "format": "NATIVE"},
     "rocksdb_retained_checkpoint": {
         "backend": "rocksdb",
         "incremental": True,
