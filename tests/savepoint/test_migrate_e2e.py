@@ -38,6 +38,7 @@ class Case:
     rename: dict[str, str] = field(default_factory=dict)
     drop: list[str] = field(default_factory=list)
     parallelism: int = 2
+    backend: str | None = None  # None: the harness's choice (rocksdb for native handles)
 
     @property
     def id(self) -> str:
@@ -45,7 +46,9 @@ class Case:
         return f"{self.fixture}-{'-'.join(what)}-p{self.parallelism}"
 
     def request(self, path: Path) -> RestoreRequest:
-        return RestoreRequest(path, self.parallelism, rename=self.rename, drop=self.drop)
+        return RestoreRequest(
+            path, self.parallelism, backend=self.backend, rename=self.rename, drop=self.drop
+        )
 
 
 CASES = [
@@ -59,6 +62,7 @@ CASES = [
     Case("rocksdb_native_incremental", rename={"keyed-long": "kl"}, drop=["keyed-str"]),
     Case("rocksdb_retained_checkpoint", rename=RENAME, drop=["bcast"]),
     Case("rocksdb_retained_checkpoint", rename={"keyed-long": "kl"}, parallelism=3),
+    Case("forst_native", rename=RENAME, drop=["bcast"], parallelism=3, backend="forst"),
 ]
 CASE_IDS = [c.id for c in CASES]
 # The same restores of the originals must fail: the migration is what makes them work.
@@ -136,7 +140,7 @@ def test_flink_restores_the_migrated_savepoint_with_exactly_the_written_state(
     stateful = {op["uid"] for op in operators if op["states"]}
     assert result["restored_flags"] == dict.fromkeys(stateful, True)  # ran under the new uids
     if load_manifest(case.fixture)["format"] == "NATIVE" or "checkpoint" in case.fixture:
-        assert result["backend"] == "rocksdb"  # native RocksDB state restored natively
+        assert result["backend"] == (case.backend or "rocksdb")  # native state, natively
 
 
 @pytest.mark.parametrize("case_id", [c.id for c in ORIGINALS])
