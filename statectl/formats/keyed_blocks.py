@@ -57,6 +57,20 @@ def header_length(offsets: Sequence[int], file_size: int) -> int:
     return min(used) if used else file_size
 
 
+def is_heap_checkpoint_block(head: Buffer, key_group: int) -> bool:
+    """Whether a key group's bytes (its first four) are in the hashmap backend's checkpoint
+    format (`HeapSnapshotStrategy`, §4.8: `i32 keyGroup`, then per state `u16 stateId, i32
+    count` and entries without composite keys) rather than a canonical block.
+
+    Decisive for key groups 1..32767: a canonical block starts with `u16 stateId` and the
+    high half of a key length (0) or, compressed, with Snappy's 0xFF stream identifier, so its
+    first i32 is `stateId * 65536` or negative, never the key group.
+    """
+    if key_group < 1 or len(head) < _I32.size:
+        raise ValueError("needs the first four bytes of a key group from 1 up")
+    return _I32.unpack_from(head)[0] == key_group
+
+
 def block_spans(start_key_group: int, offsets: Sequence[int], file_size: int) -> list[BlockSpan]:
     """Non-empty key groups and their byte ranges; a block ends where the next one starts."""
     present = [(start_key_group + i, o) for i, o in enumerate(offsets) if o]

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 WORK_DIR_ENV = "STATECTL_LOCAL_DIR"
 _ASYNC_STATE_TYPE = "KEY_VALUE_V2"
 _TAKE_CANONICAL = "take a CANONICAL savepoint with Flink instead"
+_SEGMENT_CHUNK = 8 << 20  # bytes per read when copying a segment out of its physical file
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class NativeFile:
     local_path: str
     stream: StateStream
     shared: bool
+    segment: bool = False  # a file-merging segment: a byte range of a shared physical file
 
     @property
     def kind(self) -> str:
@@ -79,7 +81,7 @@ def file_kind(local_path: str) -> str:
 
 
 def native_instance(sp: Savepoint, handle: IncrementalKeyedHandle, where: str) -> NativeInstance:
-    """Resolve every file of `handle`; segment (file-merging) handles are refused."""
+    """Resolve every file of `handle`, file-merging segments included."""
     description = f"{where}: RocksDB instance {handle.backend_id}"
     if handle.meta is None:
         raise FormatError("native keyed handle without a meta file", description)
@@ -87,15 +89,11 @@ def native_instance(sp: Savepoint, handle: IncrementalKeyedHandle, where: str) -
     for local_file, shared in [(f, True) for f in handle.shared] + [
         (f, False) for f in handle.private
     ]:
-        if isinstance(local_file.handle, SegmentFileHandle | EmptySegmentFileHandle):
-            raise UnsupportedError(
-                f"file {local_file.local_path} is in a file-merging segment, which statectl "
-                f"cannot read; {_TAKE_CANONICAL}",
-                description,
-            )
         if local_file.handle is None or "/" in local_file.local_path.strip("/"):
             raise FormatError(f"unexpected file entry {local_file.local_path!r}", description)
-        files.append(NativeFile(local_file.local_path, sp.stream(local_file.handle), shared))
+        segment = isinstance(local_file.handle, SegmentFileHandle | EmptySegmentFileHandle)
+        stream = sp.stream(local_file.handle)
+        files.append(NativeFile(local_file.local_path, stream, shared, segment))
     return NativeInstance(
         description,
         handle.key_groups,
@@ -158,11 +156,12 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
 
 
 def _gather(file: NativeFile, target: str) -> None:
-    """Local files are linked, inline ones written, remote ones downloaded."""
+    """Local files are linked, inline ones written, remote ones downloaded, segments copied."""
     stream = file.stream
-    if stream.inline is not None:
+    if stream.inline is not None or file.segment:
         with open(target, "wb") as out:
-            out.write(stream.inline)
+            for start in range(0, stream.size, _SEGMENT_CHUNK):
+                out.write(stream.read(start, min(start + _SEGMENT_CHUNK, stream.size)))
         return
     assert stream.location is not None
     location = stream.location

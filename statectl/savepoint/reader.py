@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from statectl.errors import SavepointError, StatectlError
-from statectl.formats.metadata import read_metadata
+from statectl.formats.handles import EmptySegmentFileHandle, OperatorStateHandle
+from statectl.formats.metadata import CheckpointMetadata, SubtaskState, read_metadata
 from statectl.savepoint.model import METADATA_FILE, Savepoint
 from statectl.savepoint.storage import locate
 
@@ -26,4 +28,26 @@ def open_savepoint(url: str, storage_options: dict[str, Any] | None = None) -> S
         metadata = read_metadata(data)
     except StatectlError as exc:
         raise exc.with_source(metadata_location.url) from None
-    return Savepoint(directory, metadata, storage_options)
+    return Savepoint(directory, _without_empty_segments(metadata), storage_options)
+
+
+def _without_empty_segments(metadata: CheckpointMetadata) -> CheckpointMetadata:
+    """With file merging on, Flink gives every operator without operator state an empty
+    segment (code 17 over code 16, no states) and skips it on restore; so does statectl."""
+    operators = []
+    for op in metadata.operators:
+        subtasks = op.subtasks and tuple(_drop_empty_operator_state(s) for s in op.subtasks)
+        operators.append(dataclasses.replace(op, subtasks=subtasks))
+    return dataclasses.replace(metadata, operators=tuple(operators))
+
+
+def _drop_empty_operator_state(subtask: SubtaskState) -> SubtaskState:
+    def kept(handle: OperatorStateHandle | None) -> OperatorStateHandle | None:
+        empty = handle is not None and isinstance(handle.delegate, EmptySegmentFileHandle)
+        return None if empty and not handle.states else handle
+
+    return dataclasses.replace(
+        subtask,
+        managed_operator_state=kept(subtask.managed_operator_state),
+        raw_operator_state=kept(subtask.raw_operator_state),
+    )

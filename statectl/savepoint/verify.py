@@ -29,6 +29,7 @@ from statectl.formats.handles import (
     ChangelogFileIncrementHandle,
     ChangelogHandle,
     DistributionMode,
+    HandleCode,
     IncrementalKeyedHandle,
     KeyedHandle,
     KeyGroupsHandle,
@@ -111,6 +112,15 @@ def verify(
     checker = _Checker(sp, deep)
     checker.run(sp.operators if operators is None else operators)
     return checker.result()
+
+
+def _heap_checkpoint(stream: StateStream, present: list[tuple[int, int]]) -> bool:
+    """Code 3/12 handles are full-snapshot checkpoints: the hashmap backend's own format since
+    Flink 1.15 (RocksDB checkpoints are native); tell it by its first key group above 0."""
+    for key_group, offset in present:
+        if key_group > 0 and offset + 4 <= stream.size:
+            return keyed_blocks.is_heap_checkpoint_block(stream.read(offset, offset + 4), key_group)
+    return False
 
 
 def ensure_consistent(sp: Savepoint, operators: Sequence[OperatorState] | None = None) -> None:
@@ -352,6 +362,13 @@ class _Checker:
         self.stats["key_groups"] += len({o for _, o in present})
         if not managed:
             return  # raw keyed state is written by user code: its bytes have no known layout
+        if handle.code != HandleCode.SAVEPOINT_KEY_GROUPS and _heap_checkpoint(stream, present):
+            self.add(
+                at,
+                "keyed state in the hashmap backend's checkpoint format, which statectl does not "
+                "read; take a savepoint (CANONICAL) of the job instead",
+            )
+            return
         header_end = present[0][1] if present else stream.size
         header = self._keyed_header(at, stream, header_end)
         if self.deep and header is not None and present:

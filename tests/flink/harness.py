@@ -263,7 +263,7 @@ def _run_java(
 
 
 def fixture_spec(out_dir: str | Path, **params: Any) -> dict[str, Any]:
-    unknown = set(params) - set(DEFAULTS) - {"checkpoint_base", "job_id"}
+    unknown = set(params) - set(DEFAULTS) - {"checkpoint_base", "job_id", "file_merging"}
     if unknown:
         raise TypeError(f"unknown FixtureJob parameters: {sorted(unknown)}")
     spec = {**DEFAULTS, **params, "out": str(Path(out_dir).resolve())}

@@ -224,15 +224,29 @@ def _with_first_keyed(sp: Savepoint, change: Any, count: int = 1) -> Savepoint:
     return dataclasses.replace(sp, metadata=dataclasses.replace(sp.metadata, operators=operators))
 
 
-def test_file_merging_segments_are_refused_with_advice() -> None:
+def test_files_in_file_merging_segments_are_copied_out_of_their_physical_file(
+    tmp_path: Path,
+) -> None:
+    """Every file of the instance as a segment of one physical file, after a few junk bytes."""
     sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
+    physical = tmp_path / "physical"
 
-    def segment(handle: IncrementalKeyedHandle) -> IncrementalKeyedHandle:
-        files = (LocalFile("000018.sst", SegmentFileHandle(0, 10, 1, "/x/segment", "id")),)
-        return dataclasses.replace(handle, private=handle.private + files)
+    def in_segments(handle: IncrementalKeyedHandle) -> IncrementalKeyedHandle:
+        blob = bytearray(b"junk")
+        files = []
+        for f in handle.private:
+            data = sp.stream(f.handle).read()
+            segment = SegmentFileHandle(len(blob), len(data), 1, str(physical), f"s{len(blob)}")
+            files.append(LocalFile(f.local_path, segment))
+            blob += data + b"gap"
+        physical.write_bytes(bytes(blob))
+        return dataclasses.replace(handle, private=tuple(files))
 
-    with pytest.raises(UnsupportedError, match=r"file-merging.*CANONICAL savepoint"):
-        plan_rescale(_with_first_keyed(sp, segment), 3)
+    (original,) = _instances(sp, "keyed-str")[:1]
+    (segmented,) = _instances(_with_first_keyed(sp, in_segments), "keyed-str")[:1]
+    assert all(f.segment for f in segmented.files)
+    assert _converted_blocks(segmented) == _converted_blocks(original)
+    assert native.count_entries(segmented, 1) == native.count_entries(original, 1)
 
 
 def test_an_instance_rocksdict_cannot_open_is_refused_with_advice() -> None:

@@ -32,7 +32,8 @@ import java.util.concurrent.TimeUnit;
  * <p>Usage: {@code FixtureJob specs.json} where specs.json is a list of objects with keys
  * out, backend (hashmap|rocksdb), format (CANONICAL|NATIVE), parallelism, max_parallelism,
  * compression, inline, incremental, mode (savepoint|checkpoint), checkpoint_base (optional,
- * checkpoint mode: the directory Flink writes the checkpoints into), job_id (optional, 32 hex).
+ * checkpoint mode: the directory Flink writes the checkpoints into), job_id (optional, 32 hex),
+ * file_merging (optional: checkpoint files merged into shared physical files, FLIP-306).
  */
 public final class FixtureJob {
     private FixtureJob() {}
@@ -79,6 +80,7 @@ public final class FixtureJob {
         boolean compression = spec.path("compression").asBoolean(false);
         boolean inline = spec.path("inline").asBoolean(false);
         boolean incremental = spec.path("incremental").asBoolean(false);
+        boolean fileMerging = spec.path("file_merging").asBoolean(false);
         String mode = spec.path("mode").asText("savepoint");
         boolean checkpointMode = mode.equals("checkpoint");
         if (!checkpointMode && !mode.equals("savepoint")) {
@@ -108,7 +110,7 @@ public final class FixtureJob {
             c.put("execution.checkpointing.snapshot-compression", String.valueOf(compression));
             // 1 MiB is the largest allowed threshold; 0 puts every non-empty stream in a file.
             c.put("execution.checkpointing.data-inline-threshold", inline ? "1mb" : "0b");
-            c.put("execution.checkpointing.file-merging.enabled", "false");
+            c.put("execution.checkpointing.file-merging.enabled", String.valueOf(fileMerging));
             c.put("state.backend.local-recovery", "false");
             if (checkpointMode) {
                 // no interval: no periodic checkpoints, only the two triggered below
@@ -161,6 +163,9 @@ public final class FixtureJob {
             manifest.put("backend", backend);
             manifest.put("format", format);
             manifest.put("incremental", incremental);
+            if (fileMerging) {
+                manifest.put("file_merging", true);
+            }
             manifest.put("compression", compression);
             manifest.put("inline", inline);
             manifest.put("parallelism", parallelism);

@@ -1,0 +1,130 @@
+"""Retained checkpoints taken with file merging on (FLIP-306), written by real Flink 2.3.
+
+RocksDB (incremental): SST, MANIFEST and meta files live as segments of shared physical files,
+and operators without operator state get empty segments. verify --deep walks it; convert,
+rescale and migrate copy each segment out, and Flink restores every output with exactly the
+state the job wrote. The hashmap backend's checkpoints are in its own format (not canonical
+blocks), which every command refuses in one line naming the file.
+"""
+
+from __future__ import annotations
+
+import io
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from statectl.cli.main import main
+from statectl.formats.handles import (
+    EmptySegmentFileHandle,
+    IncrementalKeyedHandle,
+    SegmentFileHandle,
+)
+from statectl.formats.metadata import read_metadata
+from tests.flink import harness
+from tests.flink.harness import RestoreRequest
+
+pytestmark = [pytest.mark.flink, pytest.mark.spark]
+
+RENAME = {"keyed-str": "ks"}
+
+
+def cli(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
+        main(list(argv))
+    return int(done.value.code or 0), out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("file-merging")
+    specs = {
+        "rocksdb": harness.fixture_spec(
+            root / "rocksdb", backend="rocksdb", incremental=True, mode="checkpoint",
+            file_merging=True,
+        ),
+        "hashmap": harness.fixture_spec(root / "hashmap", mode="checkpoint", file_merging=True),
+    }  # fmt: skip
+    harness.write_fixtures(list(specs.values()))
+    checkpoints = {kind: harness.checkpoint_in_place(root / kind) for kind in specs}
+    rocksdb, out = str(checkpoints["rocksdb"]), root / "out"
+    runs = {
+        "convert": cli("convert", rocksdb, "-o", str(out / "convert"), "--json"),
+        "p3": cli("rescale", rocksdb, "-o", str(out / "p3"), "-p", "3", "--json"),
+        "migrate": cli(
+            "migrate", rocksdb, "-o", str(out / "migrate"), "--rename-uid", "keyed-str=ks", "--json"
+        ),
+    }
+    requests = [
+        RestoreRequest(out / "convert", 2, backend="hashmap"),
+        RestoreRequest(out / "convert", 2, backend="rocksdb"),
+        RestoreRequest(out / "p3", 3, backend="rocksdb"),
+        RestoreRequest(out / "migrate", 2, backend="rocksdb", rename=RENAME),
+    ]
+    restored = harness.restore_check(requests)
+    return {
+        "checkpoints": checkpoints,
+        "manifests": {kind: harness.load_manifest(root / kind) for kind in specs},
+        "runs": runs,
+        "restored": dict(
+            zip(["convert-hashmap", "convert-rocksdb", "p3", "migrate"], restored, strict=True)
+        ),
+    }
+
+
+def test_the_rocksdb_checkpoint_really_is_in_segments(outcome: dict[str, Any]) -> None:
+    md = read_metadata((outcome["checkpoints"]["rocksdb"] / "_metadata").read_bytes())
+    native_files, empty_operator_segments = [], 0
+    for op in md.operators:
+        for subtask in op.subtasks or ():
+            keyed = subtask.managed_keyed_state
+            if isinstance(keyed, IncrementalKeyedHandle):
+                native_files += [f.handle for f in (*keyed.shared, *keyed.private)]
+            operator = subtask.managed_operator_state
+            empty_operator_segments += operator is not None and isinstance(operator.delegate, EmptySegmentFileHandle)  # fmt: skip
+    assert native_files and all(isinstance(h, SegmentFileHandle) for h in native_files)
+    assert empty_operator_segments > 0
+
+
+def test_verify_deep_walks_every_entry(outcome: dict[str, Any]) -> None:
+    code, out, err = cli("verify", "--deep", "--json", str(outcome["checkpoints"]["rocksdb"]))
+    assert (code, err) == (0, "")
+    manifest = outcome["manifests"]["rocksdb"]
+    written = sum(sum(op["entry_counts"].values()) for op in manifest["operators"])
+    assert f'"entries": {written}' in out
+
+
+@pytest.mark.parametrize("run", ["convert-hashmap", "convert-rocksdb", "p3", "migrate"])
+def test_flink_restores_exactly_the_checkpointed_state(outcome: dict[str, Any], run: str) -> None:
+    for name, (code, _, err) in outcome["runs"].items():
+        assert code == 0, (name, err)
+    result = outcome["restored"][run]
+    assert result["ok"], result["error"]
+    manifest = outcome["manifests"]["rocksdb"]
+    state, operators = manifest["state"], manifest["operators"]
+    if run == "migrate":
+        operators = [{**op, "uid": RENAME.get(op["uid"], op["uid"])} for op in operators]
+        state = {"operators": {RENAME.get(u, u): d for u, d in state["operators"].items()}}
+    assert harness.compare(state, result["state"], operators) == []
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["inspect"], ["verify"], ["rescale", "-p", "3", "-o"], ["convert", "-o"], ["export", "-o"],
+     ["migrate", "--drop", "sink", "-o"]],
+    ids=lambda argv: argv[0],
+)  # fmt: skip
+def test_hashmap_checkpoints_are_refused_in_one_line(
+    outcome: dict[str, Any], tmp_path: Path, argv: list[str]
+) -> None:
+    command, *options = argv
+    target = [str(tmp_path / "out")] if options and options[-1] == "-o" else []
+    code, out, err = cli(command, str(outcome["checkpoints"]["hashmap"]), *options, *target)
+    assert code == 1
+    message = "keyed state in the hashmap backend's checkpoint format, which statectl does not read"
+    lines = (out if command == "verify" else err).strip().splitlines()
+    assert lines and all(message in line and "/taskowned/" in line for line in lines), lines
+    assert not (tmp_path / "out").exists()
