@@ -131,15 +131,15 @@ public final class FixtureJob {
             try {
                 releaseAndAwait(cluster, jobId, 1, Model.PHASE1_RECORDS, parallelism);
                 if (!checkpointMode) {
-                    String pointer = retry(() -> cluster.triggerSavepoint(
+                    String pointer = Flink.retryWhileTasksStart(() -> cluster.triggerSavepoint(
                             jobId, work.resolve("savepoints").toUri().toString(), false,
                             SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS));
                     snapshotDir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
                 } else {
-                    retry(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
+                    Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
                     int total = Model.PHASE1_RECORDS + Model.records(2).size();
                     releaseAndAwait(cluster, jobId, 2, total, parallelism);
-                    String pointer = retry(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
+                    String pointer = Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
                     snapshotDir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
                 }
             } finally {
@@ -209,29 +209,6 @@ public final class FixtureJob {
                 () -> Control.statelessRecords.get() == 2L * totalRecords
                         && Control.broadcastRecords.get() == (long) totalRecords * parallelism,
                 120_000, "phase " + phase + " records");
-    }
-
-    interface Call<T> {
-        T call() throws Exception;
-    }
-
-    /** Savepoints/checkpoints are refused until every task runs; retry those for a while. */
-    private static <T> T retry(Call<T> call) throws Exception {
-        for (int attempt = 0; ; attempt++) {
-            try {
-                return call.call();
-            } catch (Exception e) {
-                String text = String.join(" ", Flink.causes(e));
-                if (attempt < 50 && (text.contains("not all required tasks are currently running")
-                        || text.contains("NOT_ALL_REQUIRED_TASKS_RUNNING")
-                        || text.contains("not running"))) {
-                    System.err.println("retrying: " + text);
-                    Thread.sleep(100);
-                    continue;
-                }
-                throw e;
-            }
-        }
     }
 
     /** The manifest's operator list: every operator in `_metadata`, in topology order. */

@@ -212,6 +212,36 @@ public final class Flink {
     }
 
     /** Messages of an exception and its causes, outermost first, without repeats. */
+    /** A call that may fail while the job's tasks are still starting. */
+    interface Call<T> {
+        T call() throws Exception;
+    }
+
+    /**
+     * Savepoints and checkpoints are refused until every task runs ("Not all required tasks are
+     * currently running", "... is not being executed at the moment"): retry those for up to
+     * 20 s, which a loaded 2-core machine needs.
+     */
+    public static <T> T retryWhileTasksStart(Call<T> call) throws Exception {
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return call.call();
+            } catch (Exception e) {
+                String text = String.join(" ", causes(e)).toLowerCase(java.util.Locale.ROOT);
+                boolean starting = text.contains("not all required tasks are currently running")
+                        || text.contains("not_all_required_tasks_running")
+                        || text.contains("is not being executed at the moment")
+                        || text.contains("not running");
+                if (attempt < 200 && starting) {
+                    System.err.println("retrying: " + text);
+                    Thread.sleep(100);
+                    continue;
+                }
+                throw e;
+            }
+        }
+    }
+
     public static List<String> causes(Throwable t) {
         List<String> out = new ArrayList<>();
         for (int depth = 0; t != null && depth < 20; depth++, t = t.getCause()) {

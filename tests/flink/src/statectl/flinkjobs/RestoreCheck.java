@@ -171,20 +171,9 @@ public final class RestoreCheck {
             throws Exception {
         SavepointFormatType type = SavepointFormatType.valueOf(format == null ? "NATIVE" : format.toUpperCase());
         String target = Paths.get(dir).toAbsolutePath().toUri().toString();
-        for (int attempt = 0; ; attempt++) {
-            try {
-                String pointer = cluster.triggerSavepoint(jobId, target, false, type).get(120, TimeUnit.SECONDS);
-                return Paths.get(java.net.URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer)).toString();
-            } catch (Exception e) {
-                String text = String.join(" ", Flink.causes(e));
-                if (attempt < 50 && (text.contains("not all required tasks are currently running")
-                        || text.contains("NOT_ALL_REQUIRED_TASKS_RUNNING") || text.contains("not running"))) {
-                    Thread.sleep(100);
-                    continue;
-                }
-                throw e;
-            }
-        }
+        String pointer = Flink.retryWhileTasksStart(
+                () -> cluster.triggerSavepoint(jobId, target, false, type).get(120, TimeUnit.SECONDS));
+        return Paths.get(java.net.URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer)).toString();
     }
 
     /** rocksdb when the snapshot has RocksDB native handles (code 11), else hashmap. */

@@ -202,7 +202,10 @@ public final class CompatJob {
                         pointer = cluster.triggerSavepoint(jobId, work.resolve("savepoints").toUri().toString(), false,
                                 SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS);
                     } catch (Exception e) {
-                        if (attempt > 50 || !String.join(" ", causes(e)).contains("not all required tasks are currently running")) {
+                        String text = String.join(" ", causes(e)).toLowerCase(java.util.Locale.ROOT);
+                        boolean starting = text.contains("not all required tasks are currently running")
+                                || text.contains("is not being executed at the moment");
+                        if (attempt > 200 || !starting) {
                             throw e;
                         }
                         Thread.sleep(100);
