@@ -79,7 +79,7 @@ def migrate_command(
         )
     options = parse_storage_options(storage_option)
     savepoint = open_savepoint(source, options)
-    ensure_consistent(savepoint)  # refuse inconsistent input before writing anything
+    ensure_consistent(savepoint, copies_only=True)  # refuse inconsistent input before writing
     plan = plan_migration(savepoint, renames, drop or ())
     for url in stale_staging(destination, options):
         print(

@@ -61,6 +61,8 @@ class Finding:
     subtask: int | None
     file: str | None
     problem: str
+    # Intact state in a layout statectl does not parse: commands that only copy bytes go on.
+    unreadable: bool = False
 
     @property
     def message(self) -> str:
@@ -123,10 +125,17 @@ def _heap_checkpoint(stream: StateStream, present: list[tuple[int, int]]) -> boo
     return False
 
 
-def ensure_consistent(sp: Savepoint, operators: Sequence[OperatorState] | None = None) -> None:
-    """Raise the first problem the shallow checks find (for commands that read or write state)."""
+def ensure_consistent(
+    sp: Savepoint, operators: Sequence[OperatorState] | None = None, *, copies_only: bool = False
+) -> None:
+    """Raise the first problem the shallow checks find (for commands that read or write state).
+
+    `copies_only`: the command copies state files without parsing them (migrate), so state in
+    a layout statectl does not read is no obstacle.
+    """
     for finding in verify(sp, deep=False, operators=operators).findings:
-        raise SavepointError(finding.message, finding.file or sp.directory.url)
+        if not (copies_only and finding.unreadable):
+            raise SavepointError(finding.message, finding.file or sp.directory.url)
 
 
 # --- the checker --------------------------------------------------------------------------
@@ -176,7 +185,7 @@ class _Checker:
             self.stats["entries"],
         )
 
-    def add(self, where: _Where, problem: str) -> None:
+    def add(self, where: _Where, problem: str, *, unreadable: bool = False) -> None:
         op = where.op
         self.findings.append(
             Finding(
@@ -185,6 +194,7 @@ class _Checker:
                 where.subtask,
                 where.file or self.sp.metadata_location.url,  # else `_metadata` says it
                 problem,
+                unreadable,
             )
         )
 
@@ -367,6 +377,7 @@ class _Checker:
                 at,
                 "keyed state in the hashmap backend's checkpoint format, which statectl does not "
                 "read; take a savepoint (CANONICAL) of the job instead",
+                unreadable=True,
             )
             return
         header_end = present[0][1] if present else stream.size

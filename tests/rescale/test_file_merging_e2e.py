@@ -4,7 +4,8 @@ RocksDB (incremental): SST, MANIFEST and meta files live as segments of shared p
 and operators without operator state get empty segments. verify --deep walks it; convert,
 rescale and migrate copy each segment out, and Flink restores every output with exactly the
 state the job wrote. The hashmap backend's checkpoints are in its own format (not canonical
-blocks), which every command refuses in one line naming the file.
+blocks): every command that parses state refuses it in one line naming the file; migrate, which
+only copies state files, renames its operators and Flink restores that too.
 """
 
 from __future__ import annotations
@@ -29,6 +30,14 @@ from tests.flink.harness import RestoreRequest
 pytestmark = [pytest.mark.flink, pytest.mark.spark]
 
 RENAME = {"keyed-str": "ks"}
+RESTORES = [
+    "convert-hashmap",
+    "convert-rocksdb",
+    "p3",
+    "migrate",
+    "migrate-hashmap",
+    "migrate-hashmap-p3",
+]
 
 
 def cli(*argv: str) -> tuple[int, str, str]:
@@ -50,12 +59,16 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
     }  # fmt: skip
     harness.write_fixtures(list(specs.values()))
     checkpoints = {kind: harness.checkpoint_in_place(root / kind) for kind in specs}
-    rocksdb, out = str(checkpoints["rocksdb"]), root / "out"
+    rocksdb, hashmap, out = str(checkpoints["rocksdb"]), str(checkpoints["hashmap"]), root / "out"
     runs = {
         "convert": cli("convert", rocksdb, "-o", str(out / "convert"), "--json"),
         "p3": cli("rescale", rocksdb, "-o", str(out / "p3"), "-p", "3", "--json"),
         "migrate": cli(
             "migrate", rocksdb, "-o", str(out / "migrate"), "--rename-uid", "keyed-str=ks", "--json"
+        ),
+        # migrate copies state files without parsing them: the hashmap format is no obstacle
+        "migrate-hashmap": cli(
+            "migrate", hashmap, "-o", str(out / "migrate-hashmap"), "--rename-uid", "keyed-str=ks"
         ),
     }
     requests = [
@@ -63,15 +76,15 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         RestoreRequest(out / "convert", 2, backend="rocksdb"),
         RestoreRequest(out / "p3", 3, backend="rocksdb"),
         RestoreRequest(out / "migrate", 2, backend="rocksdb", rename=RENAME),
+        RestoreRequest(out / "migrate-hashmap", 2, backend="hashmap", rename=RENAME),
+        RestoreRequest(out / "migrate-hashmap", 3, backend="hashmap", rename=RENAME),
     ]
     restored = harness.restore_check(requests)
     return {
         "checkpoints": checkpoints,
         "manifests": {kind: harness.load_manifest(root / kind) for kind in specs},
         "runs": runs,
-        "restored": dict(
-            zip(["convert-hashmap", "convert-rocksdb", "p3", "migrate"], restored, strict=True)
-        ),
+        "restored": dict(zip(RESTORES, restored, strict=True)),
     }
 
 
@@ -97,15 +110,16 @@ def test_verify_deep_walks_every_entry(outcome: dict[str, Any]) -> None:
     assert f'"entries": {written}' in out
 
 
-@pytest.mark.parametrize("run", ["convert-hashmap", "convert-rocksdb", "p3", "migrate"])
+@pytest.mark.parametrize("run", RESTORES)
 def test_flink_restores_exactly_the_checkpointed_state(outcome: dict[str, Any], run: str) -> None:
     for name, (code, _, err) in outcome["runs"].items():
         assert code == 0, (name, err)
     result = outcome["restored"][run]
     assert result["ok"], result["error"]
-    manifest = outcome["manifests"]["rocksdb"]
+    source = "hashmap" if run.startswith("migrate-hashmap") else "rocksdb"  # else: restore backend
+    manifest = outcome["manifests"][source]
     state, operators = manifest["state"], manifest["operators"]
-    if run == "migrate":
+    if run.startswith("migrate"):
         operators = [{**op, "uid": RENAME.get(op["uid"], op["uid"])} for op in operators]
         state = {"operators": {RENAME.get(u, u): d for u, d in state["operators"].items()}}
     assert harness.compare(state, result["state"], operators) == []
@@ -113,8 +127,7 @@ def test_flink_restores_exactly_the_checkpointed_state(outcome: dict[str, Any], 
 
 @pytest.mark.parametrize(
     "argv",
-    [["inspect"], ["verify"], ["rescale", "-p", "3", "-o"], ["convert", "-o"], ["export", "-o"],
-     ["migrate", "--drop", "sink", "-o"]],
+    [["inspect"], ["verify"], ["rescale", "-p", "3", "-o"], ["convert", "-o"], ["export", "-o"]],
     ids=lambda argv: argv[0],
 )  # fmt: skip
 def test_hashmap_checkpoints_are_refused_in_one_line(
