@@ -24,6 +24,20 @@ def fixture_savepoint(name: str) -> Path:
     return FIXTURES / name / load_manifest(name)["path"]
 
 
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """statectl in-process (Spark commands use the session's SparkSession): exit code, stdout,
+    stderr."""
+    import io
+    from contextlib import redirect_stderr, redirect_stdout
+
+    from statectl.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
+        main(list(argv))
+    return int(done.value.code or 0), out.getvalue(), err.getvalue()
+
+
 def files_under(url: str | Path, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
     """Every file below a folder (a path or any fsspec URL), by its path relative to it."""
     from fsspec.core import url_to_fs

@@ -15,20 +15,18 @@ the elements (FLINK-34063): statectl refuses that input, and Flink 1.18.1 cannot
 
 from __future__ import annotations
 
-import io
 import json
 import struct
-from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from statectl.cli.main import main
 from statectl.formats.handles import KeyGroupsHandle
 from statectl.savepoint.model import operator_id_for_uid
 from statectl.savepoint.reader import open_savepoint
+from tests.conftest import run_cli as cli
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
 
@@ -61,14 +59,6 @@ def manifest(version: str, kind: str) -> dict[str, Any]:
 
 def savepoint(version: str, kind: str) -> Path:
     return harness.snapshot_path(fixture_dir(version, kind))
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    """statectl in-process (Spark commands use the session's SparkSession): code, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main(list(argv))
-    return done.value.code or 0, out.getvalue(), err.getvalue()
 
 
 # --------------------------------------------------------------------------- without a JVM

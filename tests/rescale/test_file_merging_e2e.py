@@ -10,20 +10,18 @@ only copies state files, renames its operators and Flink restores that too.
 
 from __future__ import annotations
 
-import io
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from statectl.cli.main import main
 from statectl.formats.handles import (
     EmptySegmentFileHandle,
     IncrementalKeyedHandle,
     SegmentFileHandle,
 )
 from statectl.formats.metadata import read_metadata
+from tests.conftest import run_cli as cli
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
 
@@ -38,13 +36,6 @@ RESTORES = [
     "migrate-hashmap",
     "migrate-hashmap-p3",
 ]
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main(list(argv))
-    return int(done.value.code or 0), out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

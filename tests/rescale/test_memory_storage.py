@@ -9,26 +9,18 @@ from __future__ import annotations
 
 import io
 import uuid
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import fsspec
 import pyarrow.parquet as pq
 import pytest
 
-from statectl.cli.main import main
 from tests.conftest import files_under, fixture_savepoint
+from tests.conftest import run_cli as cli
 
 pytestmark = pytest.mark.spark
 
 MEMORY = fsspec.filesystem("memory")
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main(list(argv))
-    return int(done.value.code or 0), out.getvalue(), err.getvalue()
 
 
 def upload(local: Path) -> str:

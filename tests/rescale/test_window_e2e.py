@@ -9,17 +9,15 @@ every window, and the results must be exactly those of the records the job read.
 
 from __future__ import annotations
 
-import io
 import json
 import struct
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
-from statectl.cli.main import main
+from tests.conftest import run_cli as cli
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
 
@@ -34,13 +32,6 @@ RUNS = {
     "native-p3": ("native", ["rescale", "-p", "3"], 3, "rocksdb", None),
     "native-m4096": ("native", ["rescale", "--max-parallelism", "4096", "-p", "2"], 2, "rocksdb", 4096),
 }  # fmt: skip
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main(list(argv))
-    return int(done.value.code or 0), out.getvalue(), err.getvalue()
 
 
 @pytest.fixture(scope="module")

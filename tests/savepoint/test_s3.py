@@ -5,28 +5,19 @@ between local folders (outputs that real Flink restores in the end-to-end tests)
 
 from __future__ import annotations
 
-import io
 import logging
 import socket
 from collections.abc import Iterator
-from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import pytest
 
-from statectl.cli.main import main
 from tests.conftest import files_under, fixture_savepoint
+from tests.conftest import run_cli as cli
 
 pytestmark = pytest.mark.spark
 
 BUCKET = "savepoints"
-
-
-def cli(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with redirect_stdout(out), redirect_stderr(err), pytest.raises(SystemExit) as done:
-        main(list(argv))
-    return int(done.value.code or 0), out.getvalue(), err.getvalue()
 
 
 def _free_port() -> int:
