@@ -9,7 +9,7 @@ Python; other filesystems stream in bounded chunks. Memory stays flat whatever t
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -88,6 +88,11 @@ def task_files(task: Task) -> int:
     if isinstance(task, CopyTask):
         return 1
     return (task.keyed is not None) + (task.operator is not None)
+
+
+def tasks_work(tasks: Sequence[Task]) -> tuple[int, int]:
+    """Files the tasks write and bytes they read, in all: the totals progress counts toward."""
+    return sum(map(task_files, tasks)), sum(map(task_bytes, tasks))
 
 
 def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None) -> Result:

@@ -13,7 +13,15 @@ from typing import Any
 
 from statectl.progress import Progress, ProgressCallback
 from statectl.rescale import rekey
-from statectl.rescale.execute import Result, Task, run_task, task_bytes, task_files, write_rekeyed
+from statectl.rescale.execute import (
+    Result,
+    Task,
+    run_task,
+    task_bytes,
+    task_files,
+    tasks_work,
+    write_rekeyed,
+)
 from statectl.rescale.rekey import RekeyOperator
 
 
@@ -25,7 +33,7 @@ def run_tasks(
 ) -> list[Result]:
     """Every task once, in order; the same results as `spark_job.run_tasks`."""
     results = []
-    total_files, total_bytes = sum(map(task_files, tasks)), sum(map(task_bytes, tasks))
+    total_files, total_bytes = tasks_work(tasks)
     files, size = 0, 0
     for task in tasks:
         results.append(run_task(task, output_url, storage_options))

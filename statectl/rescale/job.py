@@ -35,8 +35,7 @@ from statectl.rescale.execute import (
     Result,
     SubtaskResult,
     Task,
-    task_bytes,
-    task_files,
+    tasks_work,
 )
 from statectl.rescale.plan import RescalePlan, has_native_keyed_state
 from statectl.savepoint import native, writer
@@ -213,8 +212,8 @@ def rescale(
         if rekeyed:
             results += runner.run_rekey(rekeyed, staged.staging_url, storage_options)
             if progress is not None:
-                files = sum(map(task_files, tasks)) + rekey_files
-                progress(finished(files, sum(map(task_bytes, tasks)) + rekey_bytes))
+                files, size = tasks_work(tasks)
+                progress(finished(files + rekey_files, size + rekey_bytes))
         clock.append(time.monotonic())
         writer.publish(staged, assemble(plan, carried, results))
         clock.append(time.monotonic())

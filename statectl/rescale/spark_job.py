@@ -39,6 +39,7 @@ from statectl.rescale.execute import (
     run_task,
     task_bytes,
     task_files,
+    tasks_work,
     write_rekeyed,
 )
 from statectl.rescale.rekey import RekeyOperator
@@ -140,7 +141,7 @@ def run_tasks(
     job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
     group = f"statectl-{uuid.uuid4().hex}"
     context.setJobGroup(group, f"statectl: {len(tasks)} files", interruptOnCancel=True)
-    total_files, total_bytes = sum(map(task_files, tasks)), sum(map(task_bytes, tasks))
+    total_files, total_bytes = tasks_work(tasks)
     stop = threading.Event()
     watcher = None
     if progress is not None:

@@ -10,7 +10,6 @@ import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.runtime.util.EnvironmentInformation;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 
-import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -134,13 +133,13 @@ public final class FixtureJob {
                     String pointer = Flink.retryWhileTasksStart(() -> cluster.triggerSavepoint(
                             jobId, work.resolve("savepoints").toUri().toString(), false,
                             SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS));
-                    snapshotDir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
+                    snapshotDir = Flink.snapshotDir(pointer);
                 } else {
                     Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
                     int total = Model.PHASE1_RECORDS + Model.records(2).size();
                     releaseAndAwait(cluster, jobId, 2, total, parallelism);
                     String pointer = Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
-                    snapshotDir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
+                    snapshotDir = Flink.snapshotDir(pointer);
                 }
             } finally {
                 Flink.cancelAndWait(cluster, jobId);

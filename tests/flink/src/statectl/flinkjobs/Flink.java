@@ -212,6 +212,11 @@ public final class Flink {
     }
 
     /** Messages of an exception and its causes, outermost first, without repeats. */
+    /** The directory of a savepoint or checkpoint pointer ("file:/…" or a bare path). */
+    public static Path snapshotDir(String pointer) {
+        return java.nio.file.Paths.get(java.net.URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
+    }
+
     /** A call that may fail while the job's tasks are still starting. */
     interface Call<T> {
         T call() throws Exception;

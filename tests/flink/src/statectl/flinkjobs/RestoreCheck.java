@@ -173,7 +173,7 @@ public final class RestoreCheck {
         String target = Paths.get(dir).toAbsolutePath().toUri().toString();
         String pointer = Flink.retryWhileTasksStart(
                 () -> cluster.triggerSavepoint(jobId, target, false, type).get(120, TimeUnit.SECONDS));
-        return Paths.get(java.net.URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer)).toString();
+        return Flink.snapshotDir(pointer).toString();
     }
 
     /** rocksdb when the snapshot has RocksDB native handles (code 11), else hashmap. */

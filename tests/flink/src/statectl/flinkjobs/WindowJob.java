@@ -21,7 +21,6 @@ import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindo
 import org.apache.flink.streaming.api.windowing.windows.TimeWindow;
 import org.apache.flink.util.Collector;
 
-import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
@@ -112,7 +111,7 @@ public final class WindowJob {
         if (!EMITTED.isEmpty()) {
             throw new IllegalStateException("windows fired before the savepoint: " + EMITTED);
         }
-        Path savepoint = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
+        Path savepoint = Flink.snapshotDir(pointer);
         Flink.copyRecursively(savepoint, out.resolve("savepoint"));
         Flink.deleteRecursively(out.resolve("savepoints"));
         Flink.deleteRecursively(out.resolve("checkpoints"));
@@ -178,10 +177,7 @@ public final class WindowJob {
         EMITTED.clear();
         JobID jobId = new JobID();
         cluster.submitJob(job(Configuration.fromMap(c), jobId)).get(60, TimeUnit.SECONDS);
-        Throwable failure = cluster.requestJobResult(jobId).get(300, TimeUnit.SECONDS)
-                .getSerializedThrowable()
-                .map(t -> t.deserializeError(WindowJob.class.getClassLoader()))
-                .orElse(null);
+        Throwable failure = Flink.jobFailure(cluster, jobId);
         if (failure != null) {
             throw new IllegalStateException("restored window job failed", failure);
         }
