@@ -21,7 +21,12 @@ def load_manifest(name: str) -> dict[str, Any]:
 
 
 def fixture_savepoint(name: str) -> Path:
-    return FIXTURES / name / load_manifest(name)["path"]
+    """The fixture's savepoint directory. A retained checkpoint's `_metadata` holds absolute
+    paths, so it is first put where they point (tests must not rely on an earlier test, or an
+    earlier run, having done that)."""
+    from tests.flink import harness
+
+    return harness.checkpoint_in_place(FIXTURES / name)
 
 
 def run_cli(*argv: str) -> tuple[int, str, str]:
