@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated, Any
 
 import typer
@@ -10,6 +9,7 @@ from rich.table import Table
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_storage_options
+from statectl.cli.rescale_cmd import warn_stale_staging
 from statectl.savepoint.migrate import (
     CARRIED,
     DROPPED,
@@ -21,7 +21,6 @@ from statectl.savepoint.migrate import (
 )
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.verify import ensure_consistent
-from statectl.savepoint.writer import stale_staging
 
 
 def migrate_command(
@@ -81,12 +80,7 @@ def migrate_command(
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint, copies_only=True)  # refuse inconsistent input before writing
     plan = plan_migration(savepoint, renames, drop or ())
-    for url in stale_staging(destination, options):
-        print(
-            f"statectl: warning: {url}: staging folder of an interrupted run, not a savepoint; "
-            "delete it once no other run writes there",
-            file=sys.stderr,
-        )
+    warn_stale_staging(destination, options)
     with output.TaskProgress("migrate", enabled=not json_output) as progress:
         report = migrate(
             plan,

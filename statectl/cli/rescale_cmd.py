@@ -124,10 +124,11 @@ def _positive_int(value: str, name: str) -> int:
 
 
 def warn_stale_staging(destination: str, options: dict[str, str] | None) -> None:
-    """Name staging folders that killed runs left beside DST (this run ignores them)."""
+    """Name staging folders beside DST that this run leaves alone: their owner may still be
+    writing, or was killed on another host (a success removes this host's killed runs' ones)."""
     for url in stale_staging(destination, options):
         print(
-            f"statectl: warning: {url}: staging folder of an interrupted run, not a savepoint; "
+            f"statectl: warning: {url}: staging folder of another run, not a savepoint; "
             "delete it once no other run writes there",
             file=sys.stderr,
         )

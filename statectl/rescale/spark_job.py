@@ -20,6 +20,7 @@ import heapq
 import itertools
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -153,7 +154,7 @@ def run_tasks(
         watcher = threading.Thread(target=_watch, args=(report, progress, stop), daemon=True)
         watcher.start()
     try:
-        results = raise_failures([r for _, r in sorted(job.collect(), key=_first)])
+        results = raise_failures([r for _, r in sorted(collect(job), key=_first)])
     finally:
         stop.set()
         if watcher is not None:
@@ -219,13 +220,18 @@ def guarded(fn: Callable[[T], R]) -> Callable[[T], R | TaskFailure]:
     def run(item: T) -> R | TaskFailure:
         try:
             return fn(item)
-        except errors.StatectlError as exc:
-            return TaskFailure(type(exc).__name__, exc.message, exc.source)
-        except OSError as exc:
-            source = None if exc.filename is None else str(exc.filename)
-            return TaskFailure("SavepointError", exc.strerror or str(exc), source)
+        except (errors.StatectlError, OSError) as exc:
+            return failure(exc)
 
     return run
+
+
+def failure(exc: errors.StatectlError | OSError) -> TaskFailure:
+    """The TaskFailure of a task's error: its message and the file it names."""
+    if isinstance(exc, errors.StatectlError):
+        return TaskFailure(type(exc).__name__, exc.message, exc.source)
+    source = None if exc.filename is None else str(exc.filename)
+    return TaskFailure("SavepointError", exc.strerror or str(exc), source)
 
 
 def raise_failures(results: list[Any]) -> list[Any]:
@@ -234,6 +240,45 @@ def raise_failures(results: list[Any]) -> list[Any]:
         if isinstance(result, TaskFailure):
             raise result.error()
     return results
+
+
+def collect(rdd: Any) -> list[Any]:
+    """`rdd.collect()`, with an error a task raised anyway (one `guarded` did not catch) as one
+    line instead of the Java exception that carries the worker's traceback."""
+    try:
+        return rdd.collect()
+    except Exception as exc:
+        error = task_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+_OS_ERROR = re.compile(r"\[Errno (\d+)\] (.+?)(?:: '(.*)')?$")
+
+
+def task_error(exc: BaseException) -> Exception | None:
+    """The Python exception inside a failed Spark job's error (Py4JJavaError or PythonException
+    text: '... Traceback (most recent call last): ... <Type>: <message>'), rebuilt: statectl's
+    errors and OSErrors as a StatectlError naming their file, others as a RuntimeError."""
+    text = str(exc)
+    marker = "Traceback (most recent call last):"
+    if marker not in text:
+        return None
+    frames = text.rsplit(marker, 1)[1].splitlines()[1:]
+    line = next((f for f in frames if f.strip() and not f.startswith((" ", "\t"))), None)
+    if line is None:
+        return None
+    qualified, _, message = line.partition(": ")
+    kind = qualified.rsplit(".", 1)[-1]
+    error_class = getattr(errors, kind, None)
+    if isinstance(error_class, type) and issubclass(error_class, errors.StatectlError):
+        source, sep, rest = message.partition(": ")
+        return error_class(rest, source) if sep else error_class(message)
+    os_error = _OS_ERROR.match(message)
+    if os_error is not None and kind.endswith("Error"):
+        return errors.SavepointError(os_error[2], os_error[3])
+    return RuntimeError(f"a Spark task failed: {kind}: {message}")
 
 
 # --- re-hashing keyed state for a new max parallelism --------------------------------------
@@ -267,8 +312,8 @@ def run_rekey(
                 operator, operator.sources[s], old_max
             ):
                 yield (bases[n] + subtask, *rest), value
-        except errors.StatectlError as exc:
-            yield _FAILURE_KEY, TaskFailure(type(exc).__name__, exc.message, exc.source)
+        except (errors.StatectlError, OSError) as exc:
+            yield _FAILURE_KEY, failure(exc)
 
     def write(partition: int, sorted_records: Iterator[Any]) -> Iterator[Result | TaskFailure]:
         n = bisect.bisect_right(bases, partition) - 1
@@ -291,7 +336,7 @@ def run_rekey(
             .repartitionAndSortWithinPartitions(bases[-1], partitionFunc=_first)
             .mapPartitionsWithIndex(write)
         )
-        return raise_failures(job.collect())
+        return raise_failures(collect(job))
     finally:
         with contextlib.suppress(Exception):
             plan.destroy()

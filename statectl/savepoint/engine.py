@@ -86,7 +86,7 @@ class SparkEngine:
 
         context = self.session.sparkContext
         rdd = context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(results)
-        return spark_job.raise_failures(rdd.collect())
+        return spark_job.raise_failures(spark_job.collect(rdd))
 
     def group_reduce(
         self,
@@ -114,7 +114,7 @@ class SparkEngine:
 
         context = self.session.sparkContext
         rdd = context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(pairs)
-        return spark_job.raise_failures(rdd.groupByKey().map(reduced).collect())
+        return spark_job.raise_failures(spark_job.collect(rdd.groupByKey().map(reduced)))
 
 
 _FAILED = "\0statectl: task failed"  # the key of a failed task's TaskFailure

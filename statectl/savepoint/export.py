@@ -7,13 +7,16 @@ decoding them where the serializers are base types (String, Long, …; list and 
 One file: written in-process with pyarrow's ParquetWriter, a row group per batch (memory stays
 bounded), to a temporary sibling renamed into place at the end. A folder (OUT ends with `/`, or
 `--spark`): one part file per task, written in-process or by a Spark job, into a staging folder
-moved into place at the end. An existing output is refused unless `overwrite`.
+moved into place at the end. An existing output is refused unless `overwrite`, and even then
+unless it is what export writes: a Parquet file of this schema, or a folder holding only
+`part-NNNNN.parquet` files of it (`writer.OutputKind`).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -22,7 +25,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from statectl.errors import SavepointError, StatectlError
+from statectl.errors import StatectlError
 from statectl.formats.state_values import UNKNOWN, StateCodec, jsonable
 from statectl.savepoint import entries, writer
 from statectl.savepoint.engine import Engine, LocalEngine
@@ -278,11 +281,14 @@ def _export_file(
     tasks: list[ExportTask], output: str, overwrite: bool, storage_options: dict[str, Any] | None
 ) -> ExportReport:
     target = locate(output, storage_options)
-    if target.exists() and not overwrite:
-        raise SavepointError("output exists; pass --overwrite to replace it", target.url)
+    writer.check_destination(target, overwrite, PARQUET_FILE)
     temp = target.parent.child(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex[:12]}")
     try:
-        with temp.fs.open(temp.path, "wb") as sink:
+        try:
+            sink = temp.fs.open(temp.path, "wb")
+        except OSError as exc:
+            raise writer.unwritable(exc, target) from None
+        with sink:
             rows, per_state = write_rows((r for t in tasks for r in task_rows(t)), sink)
         _replace(temp, target)
     except BaseException:
@@ -298,7 +304,7 @@ def _export_folder(
     overwrite: bool,
     storage_options: dict[str, Any] | None,
 ) -> ExportReport:
-    staged = writer.stage(output.rstrip("/"), overwrite, storage_options)
+    staged = writer.stage(output.rstrip("/"), overwrite, storage_options, PARQUET_FOLDER)
     try:
         url = staged.staging_url
 
@@ -309,7 +315,7 @@ def _export_folder(
         if not parts:  # an empty export still has a schema
             with staged.staging.fs.open(staged.staging.child("part-00000.parquet").path, "wb") as f:
                 write_rows(iter(()), f)
-        _replace(staged.staging, staged.destination)
+        writer.publish_folder(staged)
     except BaseException:
         writer.discard(staged)
         raise
@@ -322,13 +328,55 @@ def _export_folder(
 
 
 def _replace(source: Location, target: Location) -> None:
-    """Move a finished file or folder into place, replacing what `overwrite` allowed."""
-    if target.exists():
-        target.fs.rm(target.path, recursive=True)
-    if source.is_local:
-        os.replace(source.path, target.path)
-    else:
-        source.fs.mv(source.path, target.path, recursive=True)
+    """Move a finished file over the target: the old file stays until the new one replaces it
+    (a rename locally, a copy over the same key on object stores)."""
+    try:
+        if source.is_local:
+            os.replace(source.path, target.path)
+        else:
+            source.fs.mv(source.path, target.path)
+    except OSError as exc:
+        raise writer.unwritable(exc, target) from None
+
+
+# --- what --overwrite may replace --------------------------------------------------------------
+
+_PART = re.compile(r"part-\d{5}\.parquet")
+
+
+def _file_refusal(target: Location) -> str | None:
+    if writer.is_folder(target):
+        return "is a folder, not a Parquet file written by statectl export"
+    if not _has_export_schema(target):
+        return "is not a Parquet file written by statectl export"
+    return None
+
+
+def _folder_refusal(target: Location) -> str | None:
+    not_ours = "is not a folder of Parquet part files written by statectl export"
+    if not writer.is_folder(target):
+        return not_ours
+    paths = sorted(target.fs.ls(target.path, detail=False))
+    names = [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
+    if not all(_PART.fullmatch(name) for name in names):
+        return not_ours
+    if paths and not _has_export_schema(target.child(names[0])):
+        return not_ours
+    return None
+
+
+def _has_export_schema(file: Location) -> bool:
+    """A Parquet file whose columns are export's (its footer only is read)."""
+    try:
+        with file.fs.open(file.path, "rb") as source:
+            schema = pq.read_schema(source)
+    except (OSError, pa.ArrowException, ValueError):
+        return False
+    return schema.names == SCHEMA.names
+
+
+PARQUET_FILE = writer.OutputKind(_file_refusal, "output exists; pass --overwrite to replace it")
+PARQUET_FOLDER = writer.OutputKind(_folder_refusal, "output exists; pass --overwrite to replace it")
 
 
 def _remove(location: Location) -> None:

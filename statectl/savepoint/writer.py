@@ -1,17 +1,34 @@
-"""Writing a new savepoint without ever leaving a half-written one behind.
+"""Writing a new savepoint (or export folder) without ever leaving a half-written one behind.
 
 State files go to a staging folder beside the destination; `_metadata` is written last, and
-the folder is then published under its final name (a rename on local disks; on object
-stores the state files move first and `_metadata` last). A folder without `_metadata` is not
-a savepoint, so an interrupted run leaves nothing Flink would restore.
+the folder is then published under its final name. A folder without `_metadata` is not a
+savepoint, so an interrupted run leaves nothing Flink would restore.
+
+`--overwrite` replaces only what statectl itself writes there (`OutputKind`: a savepoint
+folder, i.e. one with `_metadata`, or a folder of statectl's Parquet part files), and the old
+output stays until the new one is complete: on local disks the old folder is renamed aside,
+the staging folder renamed into place, and only then the old one deleted; on object stores
+the new state files move in first, then `_metadata` replaces the old one (one PUT: there is
+always a `_metadata`), then the old files the new savepoint does not have are removed.
+
+Each staging folder holds an owner marker (host, pid, process start, boot id) until it is
+published; after a successful publish, staging folders of the same destination whose owner
+is a dead process of this host (or, unmarked, older than a day) are removed. Others may
+belong to a run still writing, perhaps elsewhere: they are only reported (`stale_staging`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
 import re
+import shutil
+import socket
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +38,32 @@ from statectl.savepoint.model import METADATA_FILE
 from statectl.savepoint.storage import Location, locate
 
 STAGING_MARK = ".statectl-staging-"
+REPLACED_MARK = ".statectl-replaced-"  # the old output, renamed aside while the new moves in
+OWNER_FILE = ".statectl-owner"
+UNMARKED_STALE_SECONDS = 24 * 3600  # staging folders of statectl versions without an owner
+
+
+@dataclass(frozen=True)
+class OutputKind:
+    """What statectl writes at a destination, and how it recognises its own earlier output.
+
+    `refusal` returns why an existing destination must not be replaced, or None if it may.
+    """
+
+    refusal: Callable[[Location], str | None]
+    exists_message: str
+
+
+def _savepoint_refusal(destination: Location) -> str | None:
+    if not is_folder(destination):
+        return "is a file, not a savepoint folder"
+    names = _names(destination)
+    if names and METADATA_FILE not in names:
+        return "is not a savepoint (no _metadata)"
+    return None
+
+
+SAVEPOINT = OutputKind(_savepoint_refusal, "destination exists; pass --overwrite to replace it")
 
 
 @dataclass(frozen=True)
@@ -31,6 +74,7 @@ class StagedSavepoint:
     staging: Location
     storage_options: dict[str, Any] | None
     overwrite: bool = False
+    kind: OutputKind = SAVEPOINT
 
     @property
     def staging_url(self) -> str:
@@ -38,71 +82,263 @@ class StagedSavepoint:
 
 
 def stage(
-    destination_url: str, overwrite: bool, storage_options: dict[str, Any] | None = None
+    destination_url: str,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None = None,
+    kind: OutputKind = SAVEPOINT,
 ) -> StagedSavepoint:
-    """Refuse an existing destination unless `overwrite`; create an empty staging folder."""
-    destination = locate(destination_url, storage_options)
-    if destination.exists() and not overwrite:
-        raise SavepointError("destination exists; pass --overwrite to replace it", destination.url)
+    """Refuse a destination statectl may not replace; create an empty staging folder."""
+    destination = locate(destination_url.rstrip("/") or destination_url, storage_options)
+    check_destination(destination, overwrite, kind)
     staging = destination.parent.child(f"{STAGING_MARK}{destination.name}-{uuid.uuid4().hex[:12]}")
-    staging.fs.makedirs(staging.path, exist_ok=True)
-    return StagedSavepoint(destination, staging, storage_options, overwrite)
+    staged = StagedSavepoint(destination, staging, storage_options, overwrite, kind)
+    try:
+        staging.fs.makedirs(staging.path, exist_ok=True)
+        staging.fs.pipe_file(staging.child(OWNER_FILE).path, Owner.current().to_bytes())
+    except OSError as exc:
+        discard(staged)
+        raise unwritable(exc, destination) from None
+    return staged
+
+
+def check_destination(destination: Location, overwrite: bool, kind: OutputKind) -> None:
+    """Nothing there, or (with `overwrite`) output of this kind that statectl may replace."""
+    try:
+        if not destination.exists():
+            return
+        refusal = kind.refusal(destination)
+    except FileNotFoundError:  # gone meanwhile (another run moving its old one aside)
+        return
+    except OSError as exc:
+        raise unwritable(exc, destination) from None
+    if refusal is not None:
+        raise SavepointError(f"{refusal}; refusing to replace it", destination.url)
+    if not overwrite:
+        raise SavepointError(kind.exists_message, destination.url)
+
+
+def unwritable(exc: OSError, destination: Location) -> SavepointError:
+    """One line naming the destination, not the hidden staging folder the OS named."""
+    reasons = {
+        errno.EACCES: "permission denied",
+        errno.EPERM: "permission denied",
+        errno.EROFS: "read-only file system",
+        errno.ENOSPC: "no space left on device",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.ENOTDIR: "a parent is not a folder",
+    }
+    code = exc.errno
+    reason = reasons.get(code) if code is not None else None
+    if reason is None:
+        reason = os.strerror(code).lower() if code is not None else str(exc)
+    return SavepointError(f"cannot write here: {reason}", destination.url)
 
 
 def publish(staged: StagedSavepoint, metadata: CheckpointMetadata) -> None:
     """Write `_metadata` into the staging folder, then move the folder into place."""
     data = write_metadata(metadata)
-    staged.staging.fs.pipe_file(staged.staging.child(METADATA_FILE).path, data)
+    try:
+        staged.staging.fs.pipe_file(staged.staging.child(METADATA_FILE).path, data)
+    except OSError as exc:
+        raise unwritable(exc, staged.destination) from None
+    publish_folder(staged)
+
+
+def publish_folder(staged: StagedSavepoint) -> None:
+    """Move the complete staging folder into place, replacing what `overwrite` allowed, then
+    remove staging folders that killed runs left for this destination."""
     destination = staged.destination
-    if destination.exists():
-        if not staged.overwrite:  # another run published there while this one was writing
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            staged.staging.fs.rm(staged.staging.child(OWNER_FILE).path)
+        # Checked again: another run may have published there while this one was writing.
+        if destination.exists():
+            if not staged.overwrite:
+                raise SavepointError(
+                    "destination appeared while writing; pass --overwrite to replace it",
+                    destination.url,
+                )
+            check_destination(destination, True, staged.kind)
+        if staged.staging.is_local:
+            _swap_local(staged)
+        else:
+            _move_into_place(staged)
+    except OSError as exc:
+        raise unwritable(exc, destination) from None
+    remove_abandoned(staged)
+
+
+def _swap_local(staged: StagedSavepoint) -> None:
+    """Old output aside, new into place, old deleted: a failure in between puts the old back."""
+    target, staging = staged.destination.path, staged.staging.path
+    aside = os.path.join(
+        os.path.dirname(target), f"{REPLACED_MARK}{staged.destination.name}-{uuid.uuid4().hex[:12]}"
+    )
+    try:
+        os.rename(target, aside)
+    except FileNotFoundError:
+        aside = ""
+    try:
+        os.rename(staging, target)
+    except OSError as exc:
+        if aside and not _put_back(aside, target):
+            # Another run published at the same moment: its complete output is in place.
+            shutil.rmtree(aside, ignore_errors=True)
+        if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.EISDIR, errno.ENOTDIR):
             raise SavepointError(
-                "destination appeared while writing; pass --overwrite to replace it",
-                destination.url,
-            )
-        _remove_existing(destination)
-    if staged.staging.is_local:
-        os.replace(staged.staging.path, destination.path)
-        return
-    _move_metadata_last(staged)
+                "another run published here while this one was writing; its output was kept",
+                staged.destination.url,
+            ) from None
+        raise
+    if aside:
+        shutil.rmtree(aside, ignore_errors=True)
 
 
-def _remove_existing(destination: Location) -> None:
-    """Drop the old `_metadata` first, so an interrupted replace is never half a savepoint."""
-    metadata = destination.child(METADATA_FILE)
-    if metadata.exists():
-        destination.fs.rm(metadata.path)
-    destination.fs.rm(destination.path, recursive=True)
+def _put_back(aside: str, target: str) -> bool:
+    try:
+        os.rename(aside, target)
+    except OSError:
+        return False
+    return True
 
 
-def _move_metadata_last(staged: StagedSavepoint) -> None:
+def _move_into_place(staged: StagedSavepoint) -> None:
+    """Object stores have no folder rename: files move one by one. New names first (the old
+    savepoint stays whole meanwhile), then same-named files, then `_metadata` over the old one
+    (there is always one), then the old files the new output does not have."""
     fs = staged.staging.fs
     destination = staged.destination
+    old = set(_names(destination)) if destination.exists() else set()
+    new = set(_names(staged.staging))
     fs.makedirs(destination.path, exist_ok=True)
-    for path in fs.ls(staged.staging.path, detail=False):
-        name = path.rstrip("/").rsplit("/", 1)[-1]
-        if name != METADATA_FILE:
-            fs.mv(path, destination.child(name).path, recursive=True)
-    fs.mv(staged.staging.child(METADATA_FILE).path, destination.child(METADATA_FILE).path)
+    for name in sorted(new - {METADATA_FILE}, key=lambda n: (n in old, n)):
+        fs.mv(staged.staging.child(name).path, destination.child(name).path, recursive=True)
+    if METADATA_FILE in new:
+        fs.mv(staged.staging.child(METADATA_FILE).path, destination.child(METADATA_FILE).path)
+    for name in sorted(old - new):
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm(destination.child(name).path, recursive=True)
     # Object stores have no empty folders: the staging "folder" went with its last file.
     with contextlib.suppress(FileNotFoundError):
         fs.rm(staged.staging.path, recursive=True)
 
 
-def stale_staging(destination_url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
-    """Staging folders beside the destination that were never published (killed runs).
+def is_folder(location: Location) -> bool:
+    """A folder (FileNotFoundError if nothing is there: `isdir` would say a file)."""
+    return bool(location.fs.info(location.path)["type"] == "directory")
 
-    They are reported, never deleted: one may belong to a run still writing elsewhere.
-    """
-    destination = locate(destination_url, storage_options)
+
+def _names(folder: Location) -> list[str]:
+    return [p.rstrip("/").rsplit("/", 1)[-1] for p in folder.fs.ls(folder.path, detail=False)]
+
+
+# --- staging folders of other runs -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The process writing a staging folder: enough to tell, on its host, that it is gone."""
+
+    host: str
+    pid: int
+    started: str | None  # the process's start time (Linux /proc), so a reused pid is not it
+    boot: str | None  # the host's boot id: after a reboot no earlier run is alive
+
+    @classmethod
+    def current(cls) -> Owner:
+        pid = os.getpid()
+        return cls(socket.gethostname(), pid, _process_start(pid), _boot_id())
+
+    def to_bytes(self) -> bytes:
+        fields = {"host": self.host, "pid": self.pid, "started": self.started, "boot": self.boot}
+        return json.dumps(fields).encode()
+
+    @classmethod
+    def parse(cls, data: bytes) -> Owner | None:
+        try:
+            fields = json.loads(data)
+            return cls(str(fields["host"]), int(fields["pid"]), fields["started"], fields["boot"])
+        except (ValueError, KeyError, TypeError):
+            return None
+
+    def is_gone(self) -> bool:
+        """True only when certain: a process of another host may still be writing."""
+        if self.host != socket.gethostname():
+            return False
+        if self.boot is not None and _boot_id() not in (None, self.boot):
+            return True
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:  # alive, another user's
+            pass
+        started = _process_start(self.pid)
+        return self.started is not None and started is not None and started != self.started
+
+
+def _process_start(pid: int) -> str | None:
+    """Field 22 of /proc/PID/stat (clock ticks after boot), after the parenthesised name."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as boot:
+            return boot.read().strip()
+    except OSError:
+        return None
+
+
+def _staging_folders(destination: Location) -> list[Location]:
     parent = destination.parent
     pattern = re.compile(re.escape(f"{STAGING_MARK}{destination.name}-") + "[0-9a-f]{12}")
     try:
-        paths = parent.fs.ls(parent.path, detail=False)
-    except (FileNotFoundError, NotADirectoryError):
+        names = _names(parent)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
         return []
-    names = (path.rstrip("/").rsplit("/", 1)[-1] for path in paths)
-    return sorted(parent.child(name).url for name in names if pattern.fullmatch(name))
+    return [parent.child(name) for name in sorted(names) if pattern.fullmatch(name)]
+
+
+def _abandoned(staging: Location) -> bool:
+    """Its owner is a dead process of this host, or (no owner marker) it is a day old."""
+    try:
+        data = staging.fs.cat_file(staging.child(OWNER_FILE).path)
+    except FileNotFoundError:
+        if not staging.is_local:  # object stores keep no folder times
+            return False
+        try:
+            age = time.time() - os.stat(staging.path).st_mtime
+        except OSError:
+            return False
+        return age > UNMARKED_STALE_SECONDS
+    except OSError:
+        return False
+    owner = Owner.parse(data)
+    return owner is not None and owner.is_gone()
+
+
+def stale_staging(destination_url: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Staging folders beside the destination that a successful run will leave alone: their
+    owner may still be writing (or was killed on another host). Abandoned ones are not listed:
+    the next successful run to this destination removes them."""
+    destination = locate(destination_url, storage_options)
+    return [s.url for s in _staging_folders(destination) if not _abandoned(s)]
+
+
+def remove_abandoned(staged: StagedSavepoint) -> list[str]:
+    """After a successful publish: remove this destination's abandoned staging folders."""
+    removed = []
+    for staging in _staging_folders(staged.destination):
+        if staging.path != staged.staging.path and _abandoned(staging):
+            with contextlib.suppress(OSError):  # another run may be removing it too
+                staging.fs.rm(staging.path, recursive=True)
+                removed.append(staging.url)
+    return removed
 
 
 def discard(staged: StagedSavepoint) -> None:

@@ -1,4 +1,5 @@
-"""A rescale killed with SIGKILL midway leaves no savepoint at DST, and a rerun succeeds.
+"""A rescale killed with SIGKILL midway leaves no savepoint at DST, and a rerun succeeds (and
+removes the killed run's staging folder).
 
 The input is a real fixture made bigger in the test: keyed-long's files are rewritten with one
 Long key per key group (each hashing to its group) holding a long LIST state, so the Spark
@@ -23,7 +24,7 @@ from statectl.formats import java_types, keyed_blocks, state_headers
 from statectl.formats.handles import KeyGroupsHandle, RelativeFileHandle
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.verify import verify
-from statectl.savepoint.writer import STAGING_MARK
+from statectl.savepoint.writer import OWNER_FILE, STAGING_MARK
 from tests.conftest import REPO
 from tests.reliability.corpus import FILES, copy_fixture, load, save, with_subtask
 
@@ -100,7 +101,8 @@ def _wait_for_state_files(staging_parent: Path, process: subprocess.Popen[bytes]
     while time.monotonic() < deadline:
         assert process.poll() is None, process.communicate()
         for folder in staging_parent.glob(STAGING_MARK + "*"):
-            if any(p.stat().st_size > 0 for p in folder.iterdir() if p.is_file()):
+            state_files = (p for p in folder.iterdir() if p.is_file() and p.name != OWNER_FILE)
+            if any(p.stat().st_size > 0 for p in state_files):
                 return folder
         time.sleep(0.005)
     raise AssertionError("the rescale never started writing")
@@ -117,7 +119,7 @@ def test_rescale_killed_midway_leaves_no_savepoint_and_a_rerun_succeeds(tmp_path
 
     process = _statectl(*argv)
     staging = _wait_for_state_files(out, process)
-    written = sorted(p.name for p in staging.iterdir())
+    written = sorted(p.name for p in staging.iterdir() if p.name != OWNER_FILE)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=60)
     deadline = time.monotonic() + 30
@@ -138,7 +140,7 @@ def test_rescale_killed_midway_leaves_no_savepoint_and_a_rerun_succeeds(tmp_path
     assert result.ok, result.findings
     expected = verify(open_savepoint(str(source)), deep=True).entries
     assert result.entries == expected >= entries
-    # The stale staging folder of the killed run is reported, not deleted: it may belong to
-    # a run still going on elsewhere.
-    assert f"{staging}" in stderr.decode()
-    assert sorted(p.name for p in out.iterdir()) == sorted([staging.name, destination.name])
+    # The killed run's staging folder is removed once the rerun succeeded: its owner (a
+    # process of this host) is dead, so no run can still be writing there.
+    assert f"{staging}" not in stderr.decode()
+    assert [p.name for p in out.iterdir()] == [destination.name]

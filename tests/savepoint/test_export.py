@@ -151,8 +151,9 @@ def test_refuses_to_overwrite_unless_asked(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "state.parquet"
-    out.write_bytes(b"keep me")
     path = str(fixture_savepoint("hashmap_canonical_inline"))
+    export(open_savepoint(path), str(out), state="cnt")
+    before = out.read_bytes()
     with pytest.raises(SystemExit) as exit_info:
         main(["export", path, "-o", str(out)])
     _, err = capsys.readouterr()
@@ -160,7 +161,7 @@ def test_refuses_to_overwrite_unless_asked(
     assert err.strip().splitlines() == [
         f"statectl: error: {out}: output exists; pass --overwrite to replace it"
     ]
-    assert out.read_bytes() == b"keep me"
+    assert out.read_bytes() == before
     with pytest.raises(SystemExit) as exit_info:
         main(["export", path, "-o", str(out), "--overwrite", "--state", "union", "--json"])
     report = json.loads(capsys.readouterr().out)

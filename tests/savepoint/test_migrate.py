@@ -424,14 +424,21 @@ def test_cli_refuses_an_existing_destination_unless_overwrite(
     out.mkdir()
     (out / "keep-me").write_text("x")
     argv = ["migrate", str(source), "-o", str(out), "--drop", "sink"]
-    code, stdout, err = run(argv, capsys)
-    assert (code, stdout) == (1, "")
+    for overwrite in ([], ["--overwrite"]):  # not a savepoint: never replaced
+        code, stdout, err = run([*argv, *overwrite], capsys)
+        assert (code, stdout) == (1, "")
+        assert err == (
+            f"statectl: error: {out}: is not a savepoint (no _metadata); refusing to replace it\n"
+        )
+        assert [p.name for p in out.iterdir()] == ["keep-me"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder
+    shutil.rmtree(out)
+    code, _, err = run(argv, capsys)
+    assert code == 0, err
+    code, _, err = run(argv, capsys)
     assert err == f"statectl: error: {out}: destination exists; pass --overwrite to replace it\n"
-    assert [p.name for p in out.iterdir()] == ["keep-me"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no staging folder
     code, _, err = run([*argv, "--overwrite"], capsys)
     assert code == 0, err
-    assert "keep-me" not in [p.name for p in out.iterdir()]
     assert open_savepoint(str(out)).find_operator("keyed-str")
 
 
