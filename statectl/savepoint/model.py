@@ -7,6 +7,7 @@ location so handles resolve to readable streams (flink-savepoint-format.md §2.1
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -96,9 +97,8 @@ class Savepoint:
             case ByteStreamHandle(_, data):
                 return StateStream(f"{self.metadata_location.url} (inline state)", len(data), data)
             case RelativeFileHandle(path, size):
-                return StateStream(
-                    self.directory.child(path).url, size, None, self.directory.child(path)
-                )
+                location = self.contained(path)
+                return StateStream(location.url, size, None, location)
             case FileHandle(path, size):
                 location = locate(path, self.storage_options)
                 return StateStream(location.url, size, None, location)
@@ -111,11 +111,43 @@ class Savepoint:
                 return self.stream(delegate)
         raise UnsupportedError(f"cannot read state handle {handle!r}", self.metadata_location.url)
 
+    def contained(self, relative: str) -> Location:
+        """The file a relative handle names, inside the folder that holds `_metadata`.
+
+        Flink's `RelativeFileStateHandle` names a file of the savepoint's own folder (§2.10);
+        a name that leaves it (absolute, `..` past the folder, also with `\\` read as a
+        separator) is refused, so a savepoint cannot make statectl read, copy or export files
+        that are not its own. Absolute handles (code 2, segments) are not relative handles.
+        """
+        if "\x00" in relative:  # no filesystem takes it; named as the OS error named it
+            raise SavepointError(
+                f"not a valid file name (state handle {relative!r} has a NUL byte)",
+                self.directory.child(relative).url,
+            )
+        if _leaves_folder(relative) or _leaves_folder(relative.replace("\\", "/")):
+            raise SavepointError(
+                f"state handle {relative!r} points outside the savepoint directory",
+                self.metadata_location.url,
+            )
+        name = posixpath.normpath(relative)
+        if name == ".":
+            raise SavepointError(
+                f"state handle {relative!r} names no file in the savepoint directory",
+                self.metadata_location.url,
+            )
+        return self.directory.child(name)
+
     def subtasks(self, op: OperatorState) -> Iterator[SubtaskState]:
         """Subtasks with state (finished subtasks carry none)."""
         for subtask in op.subtasks or ():
             if not subtask.finished:
                 yield subtask
+
+
+def _leaves_folder(relative: str) -> bool:
+    """Absolute, or climbing above its folder once normalised (`a/../../x`, `..`)."""
+    name = posixpath.normpath(relative)
+    return name.startswith("/") or name == ".." or name.startswith("../")
 
 
 def describe_operator(op: OperatorState) -> str:

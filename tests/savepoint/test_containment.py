@@ -1,0 +1,234 @@
+"""Relative handles (code 6) stay inside the savepoint directory (the folder holding `_metadata`).
+
+A savepoint from elsewhere must not make statectl read, copy or export files outside it: a
+relative handle that leaves the folder (`../../../../etc/hostname`, a state file moved to a
+sibling folder, a RocksDB SST handle naming `/etc/passwd` through `..`) is one verify finding
+and makes every other command fail with one line before it writes anything. Absolute handles
+(code 2, segments) of retained checkpoints stay allowed: tests/savepoint/test_native.py.
+
+No Spark here: `rescale` and `convert` must refuse while checking their input.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from statectl.errors import SavepointError
+from statectl.formats.handles import (
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    LocalFile,
+    RelativeFileHandle,
+)
+from statectl.savepoint.model import Savepoint
+from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.storage import locate
+from tests.conftest import run_cli
+from tests.reliability.corpus import (
+    FILES,
+    NATIVE,
+    copy_fixture,
+    load,
+    save,
+    subtask,
+    with_subtask,
+)
+
+PASSWD = Path("/etc/passwd")
+HOSTNAME = Path("/etc/hostname")
+OUTSIDE = "points outside the savepoint directory"
+
+
+def _to_root(sp: Path, target: Path) -> str:
+    """`../` up to `/` from the savepoint folder, then `target` (extra `..` stop at `/`)."""
+    return "../" * (len(sp.parts) + 2) + str(target).lstrip("/")
+
+
+def _keyed_to(sp: Path, name: Callable[[Path, RelativeFileHandle], str], size: int | None) -> str:
+    """Point keyed-str subtask 0's key-group file at `name(sp, old handle)`."""
+    md = load(sp)
+    handle = subtask(md, "keyed-str", 0).managed_keyed_state
+    assert isinstance(handle, KeyGroupsHandle)
+    assert isinstance(handle.delegate, RelativeFileHandle)
+    path = name(sp, handle.delegate)
+    delegate = RelativeFileHandle(path, handle.delegate.size if size is None else size)
+    new = dataclasses.replace(handle, delegate=delegate)
+    save(sp, with_subtask(md, "keyed-str", 0, managed_keyed_state=new))
+    return path
+
+
+def hostname(sp: Path) -> str:
+    """(a) a relative handle walking up to /etc/hostname, with its true size."""
+    return _keyed_to(sp, lambda s, _: _to_root(s, HOSTNAME), HOSTNAME.stat().st_size)
+
+
+def moved_outside(sp: Path) -> str:
+    """(b) a valid state file moved to a sibling folder and referenced as `../outside/<name>`."""
+
+    def move(s: Path, old: RelativeFileHandle) -> str:
+        outside = s.parent / "outside"
+        outside.mkdir()
+        (s / old.relative_path).rename(outside / old.relative_path)
+        return f"../outside/{old.relative_path}"
+
+    return _keyed_to(sp, move, None)
+
+
+def passwd_sst(sp: Path) -> str:
+    """(c) an SST of keyed-str subtask 0's RocksDB instance, moved to the shared map and
+    pointed at /etc/passwd with its true size."""
+    md = load(sp)
+    handle = subtask(md, "keyed-str", 0).managed_keyed_state
+    assert isinstance(handle, IncrementalKeyedHandle)
+    sst = next(f for f in handle.private if f.local_path.endswith(".sst"))
+    path = _to_root(sp, PASSWD)
+    shared = LocalFile(sst.local_path, RelativeFileHandle(path, PASSWD.stat().st_size))
+    private = tuple(f for f in handle.private if f is not sst)
+    new = dataclasses.replace(handle, shared=(*handle.shared, shared), private=private)
+    save(sp, with_subtask(md, "keyed-str", 0, managed_keyed_state=new))
+    return path
+
+
+CASES = {"etc-hostname": (FILES, hostname), "moved-outside": (FILES, moved_outside)}
+NATIVE_CASES = {"etc-passwd-sst": (NATIVE, passwd_sst)}
+
+Argv = Callable[[Path, Path, Path], list[str]]
+COMMANDS: dict[str, Argv] = {
+    "inspect --deep": lambda sp, _, __: ["inspect", "--deep", str(sp)],
+    "verify": lambda sp, _, __: ["verify", str(sp)],
+    "verify --deep": lambda sp, _, __: ["verify", "--deep", str(sp)],
+    "rescale": lambda sp, _, out: ["rescale", str(sp), "-o", str(out / "dst"), "-p", "3"],
+    "migrate": lambda sp, _, out: [
+        "migrate",
+        str(sp),
+        "-o",
+        str(out / "dst"),
+        "--rename-uid",
+        "keyed-str=ks",
+    ],
+    "export": lambda sp, _, out: ["export", str(sp), "-o", str(out / "dst.parquet")],
+    "diff": lambda sp, pristine, _: ["diff", "--no-spark", str(sp), str(pristine)],
+}
+CONVERT: dict[str, Argv] = {
+    "convert": lambda sp, _, out: ["convert", str(sp), "-o", str(out / "dst")]
+}
+
+
+@pytest.fixture(autouse=True)
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An escaping handle must be refused while checking the input, before any Spark job."""
+    from statectl.rescale import spark_job
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail("the command reached Spark: the escaping handle was not refused")
+
+    monkeypatch.setattr(spark_job, "spark_session", refuse)
+    monkeypatch.setattr(spark_job, "spark_context", refuse)
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _params() -> list[object]:
+    combos = [(c, m) for c in CASES for m in COMMANDS]
+    combos += [(c, m) for c in NATIVE_CASES for m in {**COMMANDS, **CONVERT}]
+    return [pytest.param(c, m, id=f"{c}-{m}") for c, m in combos]
+
+
+@pytest.mark.parametrize(("case", "command"), _params())
+def test_escaping_handle_is_refused(case: str, command: str, tmp_path: Path) -> None:
+    fixture, corrupt = {**CASES, **NATIVE_CASES}[case]
+    sp = copy_fixture(fixture, tmp_path / "input")
+    path = corrupt(sp)
+    pristine = copy_fixture(fixture, tmp_path / "pristine")
+    out = tmp_path / "out"
+    out.mkdir()
+    before = _checksums(tmp_path)
+
+    code, stdout, stderr = run_cli(*{**COMMANDS, **CONVERT}[command](sp, pristine, out))
+
+    line = f"{sp}/_metadata: operator keyed-str, subtask 0: state handle '{path}' {OUTSIDE}\n"
+    if command.startswith("verify"):
+        assert (code, stdout, stderr) == (1, line, "")
+    else:
+        assert (code, stdout, stderr) == (1, "", f"statectl: error: {line}")
+    assert list(out.iterdir()) == []  # nothing at DST, no staging sibling
+    assert _checksums(tmp_path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["input", "out", "pristine"]
+    assert PASSWD.read_text().splitlines()[0] not in stdout + stderr
+
+
+# --- the rule itself ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def savepoint(tmp_path: Path) -> Savepoint:
+    return open_savepoint(str(copy_fixture(FILES, tmp_path)))
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../x",
+        "..",
+        "a/../../x",
+        "/etc/passwd",
+        "//etc/passwd",
+        "..\\..\\etc\\passwd",
+        "a\\..\\..\\x",
+    ],
+)
+def test_names_leaving_the_folder_are_refused(savepoint: Savepoint, name: str) -> None:
+    with pytest.raises(SavepointError) as raised:
+        savepoint.stream(RelativeFileHandle(name, 1))
+    assert raised.value.message == f"state handle {name!r} {OUTSIDE}"
+    assert raised.value.source == savepoint.metadata_location.url
+
+
+@pytest.mark.parametrize("name", ["", ".", "a/.."])
+def test_names_of_no_file_are_refused(savepoint: Savepoint, name: str) -> None:
+    with pytest.raises(SavepointError) as raised:
+        savepoint.stream(RelativeFileHandle(name, 1))
+    assert raised.value.message == f"state handle {name!r} names no file in the savepoint directory"
+    assert raised.value.source == savepoint.metadata_location.url
+
+
+def test_a_nul_byte_is_not_a_file_name(savepoint: Savepoint) -> None:
+    with pytest.raises(SavepointError) as raised:
+        savepoint.stream(RelativeFileHandle("a\x00/../../x", 1))
+    assert (
+        raised.value.message
+        == "not a valid file name (state handle 'a\\x00/../../x' has a NUL byte)"
+    )
+    assert raised.value.source == savepoint.directory.url + "/a\x00/../../x"
+
+
+@pytest.mark.parametrize(
+    ("name", "resolved"), [("x", "x"), ("sub/x", "sub/x"), ("./x", "x"), ("a/../x", "x")]
+)
+def test_names_inside_the_folder_resolve_there(
+    savepoint: Savepoint, name: str, resolved: str
+) -> None:
+    stream = savepoint.stream(RelativeFileHandle(name, 7))
+    expected = savepoint.directory.child(resolved)
+    assert (stream.description, stream.location, stream.size) == (expected.url, expected, 7)
+
+
+def test_absolute_handles_stay_allowed(savepoint: Savepoint, tmp_path: Path) -> None:
+    """Retained checkpoints reference their files by absolute path (code 2), as Flink writes."""
+    from statectl.formats.handles import FileHandle
+
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"abc")
+    stream = savepoint.stream(FileHandle(str(target), 3))
+    assert (stream.location, stream.read()) == (locate(str(target)), b"abc")
