@@ -26,6 +26,14 @@ def decode_modified_utf8(data: bytes) -> str:
         raise FormatError(f"invalid modified UTF-8 string: {exc.reason}") from None
 
 
+def excerpt(text: str, limit: int = 60) -> str:
+    """`text` quoted for an error message, cut after `limit` characters: names read from a
+    corrupt file can be up to 64 KiB of arbitrary bytes."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
+
+
 def encode_modified_utf8(text: str) -> bytes:
     """Inverse of `decode_modified_utf8`: NUL as `C0 80`, each surrogate as 3 bytes."""
     units = text.encode("utf-16-be", "surrogatepass")
@@ -73,6 +81,18 @@ class DataReader:
         view = self._data[self.pos : end]
         self.pos = end
         return view
+
+    def check_count(self, count: int, what: str, at: int, element_size: int = 1) -> int:
+        """`count` as read at `at`, refused unless that many elements of at least
+        `element_size` bytes fit in the bytes left: a corrupt count must not drive a loop or an
+        allocation."""
+        if count < 0:
+            raise FormatError(f"negative {what} count {count} at offset {at}")
+        if count * element_size > self.remaining():
+            raise FormatError(
+                f"{what} count {count} at offset {at} exceeds the {self.remaining()} bytes left"
+            )
+        return count
 
     def read_bytes(self, count: int) -> bytes:
         return bytes(self._take(count))

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from statectl.errors import FormatError
-from statectl.formats.java_io import DataReader, decode_modified_utf8
+from statectl.formats.java_io import DataReader, decode_modified_utf8, excerpt
 
 STREAM_MAGIC = 0xACED
 STREAM_VERSION = 5
@@ -35,6 +35,10 @@ _PRIMITIVES = {
     "S": DataReader.read_i16,
     "Z": DataReader.read_bool,
 }
+
+_ELEMENT_SIZES = {"B": 1, "C": 2, "D": 8, "F": 4, "I": 4, "J": 8, "S": 2, "Z": 1, "L": 1, "[": 1}
+_UTF_MIN = 2  # the u16 length of writeUTF
+_FIELD_MIN = 3  # type code, then the name's u16 length
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +122,8 @@ class _Parser:
     def _class_desc_body(self, tag: int) -> ClassDesc:
         r = self.reader
         if tag == TC_PROXYCLASSDESC:
-            interfaces = [r.read_utf() for _ in range(r.read_i32())]
+            count = r.check_count(r.read_i32(), "proxy interface", r.pos - 4, _UTF_MIN)
+            interfaces = [r.read_utf() for _ in range(count)]
             desc = ClassDesc(f"Proxy{interfaces}", SC_SERIALIZABLE, (), None)
             self._new_handle(desc)
             self._annotations()
@@ -127,7 +132,8 @@ class _Parser:
         r.read_i64()  # serialVersionUID
         slot = self._new_handle(None)  # the handle is taken before the fields are read
         flags = r.read_u8()
-        fields = tuple(self._field() for _ in range(r.read_i16()))
+        count = r.check_count(r.read_i16(), "field", r.pos - 2, _FIELD_MIN)
+        fields = tuple(self._field() for _ in range(count))
         self._annotations()
         desc = ClassDesc(name, flags, fields, self.class_desc())
         self.handles[slot] = desc
@@ -180,8 +186,10 @@ class _Parser:
         self._new_handle(values)
         element = desc.name[1] if desc is not None and len(desc.name) > 1 else "L"
         if element not in _PRIMITIVES and element not in "L[":
-            raise FormatError(f"Java serialization: unknown array type {desc.name!r}")
-        values.extend(self._value(element) for _ in range(self.reader.read_i32()))
+            raise FormatError(f"Java serialization: unknown array type {excerpt(desc.name)}")
+        r = self.reader
+        count = r.check_count(r.read_i32(), "array element", r.pos - 4, _ELEMENT_SIZES[element])
+        values.extend(self._value(element) for _ in range(count))
         return values
 
     def _enum(self) -> str:

@@ -196,6 +196,8 @@ def _read_string(view: memoryview, pos: int) -> tuple[str | None, int]:
     if length == 0:
         return None, pos
     count = length - 1
+    if count > len(view) - pos:  # each UTF-16 unit takes at least one byte
+        raise ValueError(f"string of {count} characters runs past the end ({len(view) - pos} left)")
     ascii_run = bytes(view[pos : pos + count])
     if len(ascii_run) == count and ascii_run.isascii():  # every unit one byte: the common case
         return ascii_run.decode("ascii"), pos + count

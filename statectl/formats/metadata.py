@@ -41,6 +41,18 @@ SUPPORTED_VERSIONS = (3, 4, 5, 6, 7)
 
 T = TypeVar("T")
 
+# The fewest bytes one element of a counted list takes (a count is refused when that many
+# elements cannot fit in the rest of the file).
+_OFFSET_SIZE = 8  # an i64
+_MASTER_STATE_MIN = 8  # i32 magic, i32 length
+_OPERATOR_MIN = 29  # 16-byte id, i32 parallelism, i32 max parallelism, handle code, i32 count
+_SUBTASK_MIN = 4  # a finished subtask is its i32 index alone
+_LOCAL_FILE_MIN = 3  # u16 path length, handle code
+_CHANGE_MIN = 8  # i32 key group, i32 length
+_CHANGELOG_FILE_MIN = 9  # i64 offset, handle code
+_OPERATOR_OFFSETS_MIN = 7  # u16 name length, u8 mode, i32 offset count
+_CHANNEL_MIN = 18  # V6 merged: u8 type, i32 index, i64 size, handle code, i32 length
+
 
 @dataclass(frozen=True, slots=True)
 class MasterState:
@@ -163,8 +175,8 @@ class _MetadataReader:
         checkpoint_id = r.read_i64()
         if checkpoint_id < 0:
             raise FormatError(f"negative checkpoint id {checkpoint_id} at offset {r.pos - 8}")
-        master_states = self._list(self._master_state, "master states")
-        operators = self._list(self._operator_state, "operator states")
+        master_states = self._list(self._master_state, "master states", _MASTER_STATE_MIN)
+        operators = self._list(self._operator_state, "operator states", _OPERATOR_MIN)
         properties = b""
         if self.version >= 4:
             start = r.pos
@@ -174,18 +186,22 @@ class _MetadataReader:
             raise FormatError(f"{r.remaining()} unexpected bytes after the last operator")
         return CheckpointMetadata(self.version, checkpoint_id, master_states, operators, properties)
 
-    def _count(self, what: str, allow_minus_one: bool = False) -> int:
+    def _count(self, what: str, element_size: int = 1, allow_minus_one: bool = False) -> int:
+        """An i32 count of elements that each take at least `element_size` bytes; checked
+        against the bytes left before anything is read or allocated for them."""
         at = self.r.pos
         count = self.r.read_i32()
         if count < 0 and not (allow_minus_one and count == -1):
             raise FormatError(f"negative number of {what} ({count}) at offset {at}")
-        # Each element takes at least one byte: a larger count means corrupt input.
-        if count > self.r.remaining():
-            raise FormatError(f"{what} count {count} at offset {at} exceeds the file size")
+        if count * element_size > self.r.remaining():
+            raise FormatError(
+                f"{what} count {count} at offset {at} exceeds the file size "
+                f"({self.r.remaining()} bytes left)"
+            )
         return count
 
-    def _list(self, read_one: Callable[[], T], what: str) -> tuple[T, ...]:
-        return tuple(read_one() for _ in range(self._count(what)))
+    def _list(self, read_one: Callable[[], T], what: str, element_size: int = 1) -> tuple[T, ...]:
+        return tuple(read_one() for _ in range(self._count(what, element_size)))
 
     def _master_state(self) -> MasterState:
         r = self.r
@@ -216,7 +232,7 @@ class _MetadataReader:
         coordinator = self.stream_handle()
         if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):
             raise FormatError(f"coordinator state at offset {at} is not an inline byte stream")
-        count = self._count("subtask states", allow_minus_one=True)
+        count = self._count("subtask states", _SUBTASK_MIN, allow_minus_one=True)
         subtasks = None if count == -1 else tuple(self._subtask_state() for _ in range(count))
         return OperatorState(
             operator_id, parallelism, max_parallelism, coordinator, subtasks, name, uid
@@ -231,8 +247,8 @@ class _MetadataReader:
         raw_op = self.operator_handle() if r.read_i32() != 0 else None
         managed_keyed = self.keyed_handle()
         raw_keyed = self.keyed_handle()
-        inputs = self._list(self._channel_handle, "input channel states")
-        outputs = self._list(self._channel_handle, "result subpartition states")
+        inputs = self._list(self._channel_handle, "input channel states", _CHANNEL_MIN)
+        outputs = self._list(self._channel_handle, "result subpartition states", _CHANNEL_MIN)
         ref_checkpoint_id = None
         if self.version >= 7 and r.read_u8() != 0:
             ref_checkpoint_id = r.read_i64()
@@ -277,7 +293,7 @@ class _MetadataReader:
     def _key_groups_body(self, code: int, with_id: bool = False) -> KeyGroupsHandle:
         r = self.r
         start = r.read_i32()
-        count = self._count("key groups")
+        count = self._count("key groups", _OFFSET_SIZE)
         offsets = tuple(r.read_i64() for _ in range(count))
         delegate = self.stream_handle()
         handle_id = r.read_utf() if with_id else None
@@ -311,8 +327,8 @@ class _MetadataReader:
         start, count = r.read_i32(), r.read_i32()
         checkpointed_size = r.read_i64() if v2 else None
         meta = self.stream_handle()
-        shared = self._list(self._local_file, "shared files")
-        private = self._list(self._local_file, "private files")
+        shared = self._list(self._local_file, "shared files", _LOCAL_FILE_MIN)
+        private = self._list(self._local_file, "private files", _LOCAL_FILE_MIN)
         handle_id = r.read_utf() if v2 else None
         return IncrementalKeyedHandle(
             code, checkpoint_id, backend_id, start, count, checkpointed_size, meta, shared,
@@ -340,7 +356,7 @@ class _MetadataReader:
         start, count = r.read_i32(), r.read_i32()
         from_sequence, to_sequence = r.read_i64(), r.read_i64()
         changes = self._list(
-            lambda: (r.read_i32(), r.read_bytes(self._length("change"))), "changes"
+            lambda: (r.read_i32(), r.read_bytes(self._length("change"))), "changes", _CHANGE_MIN
         )
         return ChangelogByteIncrementHandle(
             start, count, from_sequence, to_sequence, changes, r.read_utf()
@@ -354,7 +370,7 @@ class _MetadataReader:
             offset = r.read_i64()
             return self.stream_handle(), offset
 
-        pairs = self._list(handle_and_offset, "changelog files")
+        pairs = self._list(handle_and_offset, "changelog files", _CHANGELOG_FILE_MIN)
         state_size, checkpointed_size = r.read_i64(), r.read_i64()
         handle_id = r.read_utf()
         storage_id = r.read_utf() if code == HandleCode.CHANGELOG_FILE_INCREMENT_V2 else None
@@ -373,7 +389,9 @@ class _MetadataReader:
             HandleCode.SEGMENT_PARTITIONABLE_OPERATOR_STATE,
         ):
             raise FormatError(f"unknown operator state handle code {code} at byte offset {at}")
-        states = self._list(self._operator_state_offsets, "operator states in a handle")
+        states = self._list(
+            self._operator_state_offsets, "operator states in a handle", _OPERATOR_OFFSETS_MIN
+        )
         if code == HandleCode.PARTITIONABLE_OPERATOR_STATE:
             return OperatorStateHandle(code, states, self.stream_handle())
         task_owned_dir, shared_dir, is_empty = r.read_utf(), r.read_utf(), r.read_bool()
@@ -388,7 +406,7 @@ class _MetadataReader:
         mode = r.read_u8()
         if mode not in DistributionMode._value2member_map_:
             raise FormatError(f"unknown distribution mode {mode} at byte offset {at}")
-        offsets = tuple(r.read_i64() for _ in range(self._count("offsets")))
+        offsets = tuple(r.read_i64() for _ in range(self._count("offsets", _OFFSET_SIZE)))
         return OperatorStateOffsets(name, DistributionMode(mode), offsets)
 
     def _channel_handle(self) -> ChannelStateHandle:
@@ -405,7 +423,7 @@ class _MetadataReader:
                 blob = r.read_bytes(self._length("channel offsets"))
                 return ChannelStateHandle(kind, index, None, (), size, delegate, blob)
         index, info = r.read_i32(), (r.read_i32(), r.read_i32())
-        offsets = tuple(r.read_i64() for _ in range(self._count("channel offsets")))
+        offsets = tuple(r.read_i64() for _ in range(self._count("channel offsets", _OFFSET_SIZE)))
         size = r.read_i64()
         return ChannelStateHandle(kind, index, info, offsets, size, self.stream_handle())
 

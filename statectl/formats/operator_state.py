@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from statectl.errors import FormatError, UnsupportedError
 from statectl.formats import snappy_framed
 from statectl.formats.handles import DistributionMode, OperatorStateOffsets
+from statectl.formats.java_io import excerpt
 from statectl.formats.state_headers import operator_header_compressed
 
 Buffer = bytes | bytearray | memoryview
@@ -61,7 +62,7 @@ def element_spans(
         for offset in state.offsets:
             if not 0 < offset <= file_size:
                 raise FormatError(
-                    f"operator state {state.name!r}: offset {offset} is outside the file "
+                    f"operator state {excerpt(state.name)}: offset {offset} is outside the file "
                     f"({file_size} bytes)"
                 )
     ends = dict(zip(all_offsets, [*all_offsets[1:], file_size][: len(all_offsets)], strict=True))
@@ -108,8 +109,9 @@ def _refuse_shared_offsets(states: Sequence[OperatorStateOffsets]) -> None:
     such state correctly either."""
     for state in states:
         if len(set(state.offsets)) != len(state.offsets):
+            name = excerpt(state.name)
             raise UnsupportedError(
-                f"compressed operator state {state.name!r}: {len(state.offsets)} elements at "
+                f"compressed operator state {name}: {len(state.offsets)} elements at "
                 f"only {len(set(state.offsets))} offsets, so elements cannot be told apart "
                 f"(written by Flink 1.18.0/1.18.1 with snapshot compression, FLINK-34063); take "
                 f"the savepoint without execution.checkpointing.snapshot-compression"
@@ -144,12 +146,20 @@ class FixedLength:
 
 
 def broadcast_entry_count(element: Buffer) -> int:
-    """The i32 entry count at the start of a broadcast state's map."""
+    """The i32 entry count at the start of a broadcast state's map.
+
+    Map keys are distinct, so at most one entry takes no bytes: a count above the bytes after
+    it, plus one, is corrupt (and must not drive a loop).
+    """
     if len(element) < 4:
         raise FormatError(f"broadcast state of {len(element)} bytes has no entry count")
     count = _I32.unpack_from(element, 0)[0]
     if count < 0:
         raise FormatError(f"negative broadcast state entry count {count}")
+    if count > len(element) - 4 + 1:
+        raise FormatError(
+            f"broadcast state entry count {count} exceeds the {len(element) - 4} bytes of its map"
+        )
     return count
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from statectl.errors import FormatError
-from statectl.formats.java_io import DataReader
+from statectl.formats.java_io import DataReader, excerpt
 
 PROXY_VERSION = 2  # TypeSerializerSnapshotSerializationProxy.VERSION
 COMPOSITE_MAGIC = 911108  # CompositeTypeSerializerSnapshot.MAGIC_NUMBER
@@ -28,6 +28,9 @@ NESTED_VERSION = 1
 OPTIONAL_MAP_HEADER = 0x4F2C69A3D70  # LinkedOptionalMapSerializer.HEADER
 _MAX_NESTED = 4096
 _MAX_VERSION = 1 << 16
+_UTF_MIN = 2  # a writeUTF string: its u16 length
+_VERSIONED_MIN = 6  # a versioned snapshot: utf class name, i32 version
+_OPTIONAL_ENTRY_MIN = 4  # utf name, then two bool presence flags
 
 _JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 
@@ -165,7 +168,7 @@ def resync(r: DataReader, after: Probe, what: str) -> None:
         r.pos = pos
         if after(r):
             return
-    raise FormatError(f"cannot find the end of serializer snapshot {what}")
+    raise FormatError(f"cannot find the end of serializer snapshot {excerpt(what)}")
 
 
 def _nested_ending_at(r: DataReader, start: int, end: int) -> tuple[SerializerSnapshot, ...]:
@@ -209,9 +212,11 @@ def _nested(r: DataReader, after: Probe) -> tuple[SerializerSnapshot, ...]:
     """`NestedSerializersSnapshotDelegate`: magic, version 1, count, versioned snapshots."""
     if r.read_i32() != NESTED_MAGIC or r.read_i32() != NESTED_VERSION:
         raise FormatError(f"no nested serializer snapshots at offset {r.pos - 8}")
+    at = r.pos
     count = r.read_i32()
     if not 0 <= count <= _MAX_NESTED:
         raise FormatError(f"implausible number of nested serializers ({count})")
+    r.check_count(count, "nested serializer", at, _VERSIONED_MIN)
     # The last nested snapshot is followed by whatever follows the composite itself.
     return tuple(
         read_versioned_snapshot(r, next_is_versioned_snapshot if i < count - 1 else after)
@@ -355,9 +360,11 @@ def _optional_map(r: DataReader) -> list[tuple[str, bytes | None, bytes | None]]
     """`LinkedOptionalMapSerializer`: header, count, (name, framed key?, framed value?)*."""
     if r.read_i64() != OPTIONAL_MAP_HEADER:
         raise FormatError(f"no optional-map header at offset {r.pos - 8}")
+    at = r.pos
     count = r.read_i32()
     if not 0 <= count <= _MAX_NESTED:
         raise FormatError(f"implausible optional-map size {count}")
+    r.check_count(count, "optional-map entry", at, _OPTIONAL_ENTRY_MIN)
     return [(r.read_utf(), _frame(r), _frame(r)) for _ in range(count)]
 
 
@@ -378,9 +385,11 @@ def _avro(r: DataReader, class_name: str, version: int, after: Probe) -> Seriali
 def _enum(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
     """`EnumSerializerSnapshot`: enum class, number of constants, constant names."""
     type_name = r.read_utf()
+    at = r.pos
     count = r.read_i32()
     if not 0 <= count <= 1 << 16:
         raise FormatError(f"implausible number of enum constants ({count})")
+    r.check_count(count, "enum constant", at, _UTF_MIN)
     for _ in range(count):
         r.read_utf()
     return SerializerSnapshot(class_name, version, type_name=type_name)

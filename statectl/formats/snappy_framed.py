@@ -8,6 +8,11 @@ blocks of at most 64 KiB and stores a block uncompressed when compression saves 
 Flink opens one stream per key-group block, and one per operator-state file whose elements each
 start a new chunk, so an element is a chunk sequence without the identifier. Flink reads with
 checksum verification off; so does `decompress_*` unless asked to verify.
+
+A compressed chunk's payload starts with the raw Snappy preamble, the uncompressed length as a
+varint. It is checked before decompressing: Snappy allocates what it declares, so a few corrupt
+bytes claiming 4 GiB would otherwise exhaust memory. The framing format caps a chunk at 64 KiB
+(xerial's `SnappyFramedOutputStream.MAX_BLOCK_SIZE`, the block size Flink uses).
 """
 
 from __future__ import annotations
@@ -27,11 +32,16 @@ STREAM_IDENTIFIER_TYPE = 0xFF
 PADDING = 0xFE
 BLOCK_SIZE = 1 << 16  # SnappyStreamCompressionDecorator.COMPRESSION_BLOCK_SIZE
 MIN_COMPRESSION_RATIO = 0.85  # … .MIN_COMPRESSION_RATIO: compressed/raw above this ⇒ stored raw
+MAX_CHUNK_DATA = 1 << 16  # framing format: a chunk's uncompressed data is at most 65536 bytes
+# Snappy's densest element is a 3-byte copy of 64 bytes: no payload expands more than 64/3.
+_MAX_EXPANSION_NUMERATOR, _MAX_EXPANSION_DENOMINATOR = 64, 3
+_MAX_VARINT_BYTES = 5  # the preamble is a 32-bit length
 
 _HEADER = struct.Struct("<I")  # type in the low byte, length in the upper three
 _CRC = struct.Struct("<I")
 _CHUNK_HEADER_SIZE = 4
 _CRC_SIZE = 4
+_DATA_PREFIX = _CHUNK_HEADER_SIZE + _CRC_SIZE  # a data chunk's payload starts this far in
 _MASK_DELTA = 0xA282EAD8
 
 Buffer = bytes | bytearray | memoryview
@@ -96,7 +106,7 @@ def _decompress(view: memoryview, pos: int, verify: bool) -> bytes:
     parts: list[Buffer] = []
     for chunk in iter_chunks(view, pos):
         if chunk.type == COMPRESSED:
-            part = _decompress_raw(view[chunk.start : chunk.end], chunk.start)
+            part = _decompress_raw(view[chunk.start : chunk.end], chunk.start - _DATA_PREFIX)
         elif chunk.type == UNCOMPRESSED:
             part = view[chunk.start : chunk.end]
         else:
@@ -108,17 +118,49 @@ def _decompress(view: memoryview, pos: int, verify: bool) -> bytes:
 
 
 def _verify(part: Buffer, chunk: Chunk) -> None:
+    at = chunk.start - _DATA_PREFIX
     if len(part) > BLOCK_SIZE:
-        raise FormatError(f"Snappy chunk at offset {chunk.start - 8} holds more than 64 KiB")
+        raise FormatError(f"Snappy chunk at offset {at} holds more than 64 KiB")
     if masked_crc32c(part) != chunk.masked_crc:
-        raise FormatError(f"Snappy chunk checksum mismatch at offset {chunk.start - 8}")
+        raise FormatError(f"Snappy chunk checksum mismatch at offset {at}")
 
 
-def _decompress_raw(payload: memoryview, offset: int) -> cramjam.Buffer:
+def uncompressed_length(payload: Buffer, chunk_offset: int = 0) -> int:
+    """The uncompressed length a compressed chunk's payload declares (its raw Snappy varint
+    preamble), refused when it exceeds the framing limit or what the payload could expand to.
+
+    `chunk_offset` (where the chunk starts) is only for messages.
+    """
+    view = memoryview(payload)
+    length = 0
+    for index in range(min(len(view), _MAX_VARINT_BYTES)):
+        length |= (view[index] & 0x7F) << (7 * index)
+        if view[index] < 0x80:
+            _check_length(length, len(view) - index - 1, chunk_offset)
+            return length
+    problem = "ends inside" if len(view) < _MAX_VARINT_BYTES else "has more than 5 bytes in"
+    raise FormatError(f"corrupt Snappy chunk at offset {chunk_offset}: {problem} its length")
+
+
+def _check_length(length: int, body: int, chunk_offset: int) -> None:
+    if length > MAX_CHUNK_DATA:
+        limit = f"the {MAX_CHUNK_DATA} a chunk may hold"
+    elif length * _MAX_EXPANSION_DENOMINATOR > body * _MAX_EXPANSION_NUMERATOR:
+        limit = f"its {body} compressed bytes can hold"
+    else:
+        return
+    raise FormatError(
+        f"corrupt Snappy chunk at offset {chunk_offset}: declares {length} uncompressed bytes, "
+        f"more than {limit}"
+    )
+
+
+def _decompress_raw(payload: memoryview, chunk_offset: int) -> cramjam.Buffer:
+    uncompressed_length(payload, chunk_offset)  # before cramjam allocates what it declares
     try:
         return cramjam.snappy.decompress_raw(payload)
     except Exception as exc:  # cramjam raises its own DecompressionError
-        raise FormatError(f"corrupt Snappy chunk at offset {offset}: {exc}") from None
+        raise FormatError(f"corrupt Snappy chunk at offset {chunk_offset}: {exc}") from None
 
 
 def compress_stream(data: Buffer) -> bytes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from statectl.errors import FormatError, UnsupportedError
-from statectl.formats.java_io import DataReader
+from statectl.formats.java_io import DataReader, excerpt
 from statectl.formats.serializer_snapshots import (
     PROXY_VERSION,
     Probe,
@@ -242,7 +242,7 @@ def _read_state(r: DataReader, after_state: Probe) -> StateMetaInfo:
     name = r.read_utf()
     ordinal = r.read_i32()
     if not 0 <= ordinal < len(BACKEND_STATE_TYPES):
-        raise FormatError(f"state {name!r}: unknown backend state type {ordinal}")
+        raise FormatError(f"state {excerpt(name)}: unknown backend state type {ordinal}")
     options = {}
     for _ in range(_small_count(r, "options")):
         key = r.read_utf()
