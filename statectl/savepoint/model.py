@@ -7,6 +7,7 @@ location so handles resolve to readable streams (flink-savepoint-format.md §2.1
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 from collections.abc import Iterator
@@ -100,16 +101,18 @@ class Savepoint:
                 location = self.contained(path)
                 return StateStream(location.url, size, None, location)
             case FileHandle(path, size):
-                location = locate(path, self.storage_options)
+                location = self.in_job_folder(path)
                 return StateStream(location.url, size, None, location)
             case SegmentFileHandle(start, size, _, physical_path, _):
-                location = locate(physical_path, self.storage_options)
+                location = self.in_job_folder(physical_path)
                 return StateStream(location.url, size, None, location, start)
             case EmptySegmentFileHandle():
                 return StateStream("empty file-merging segment", 0, b"")
             case KeyGroupsHandle(delegate=delegate) if delegate is not None:
                 return self.stream(delegate)
-        raise UnsupportedError(f"cannot read state handle {handle!r}", self.metadata_location.url)
+        raise UnsupportedError(
+            f"cannot read state handle {type(handle).__name__}", self.metadata_location.url
+        )
 
     def contained(self, relative: str) -> Location:
         """The file a relative handle names, inside the folder that holds `_metadata`.
@@ -135,7 +138,32 @@ class Savepoint:
                 f"state handle {relative!r} names no file in the savepoint directory",
                 self.metadata_location.url,
             )
-        return self.directory.child(name)
+        location = self.directory.child(name)
+        if not _within(location, self.directory):
+            raise SavepointError(
+                f"state handle {relative!r} points outside the savepoint directory"
+                " (through a symbolic link)",
+                self.metadata_location.url,
+            )
+        return location
+
+    def in_job_folder(self, absolute: str) -> Location:
+        """The file an absolute handle (code 2, file-merging segments) names.
+
+        Flink writes them only into retained checkpoints, for files of the job's own checkpoint
+        folder: `<checkpoint dir>/<job id>/{chk-N,shared,taskowned}/…`, the parent of the folder
+        holding `_metadata`. A handle anywhere else is refused, as relative ones leaving the
+        savepoint are.
+        """
+        location = locate(absolute, self.storage_options)
+        job_folder = self.directory.parent
+        if not _within(location, job_folder):
+            raise SavepointError(
+                f"state handle {absolute!r} points outside the checkpoint's job folder"
+                f" {job_folder.url}",
+                self.metadata_location.url,
+            )
+        return location
 
     def subtasks(self, op: OperatorState) -> Iterator[SubtaskState]:
         """Subtasks with state (finished subtasks carry none)."""
@@ -148,6 +176,18 @@ def _leaves_folder(relative: str) -> bool:
     """Absolute, or climbing above its folder once normalised (`a/../../x`, `..`)."""
     name = posixpath.normpath(relative)
     return name.startswith("/") or name == ".." or name.startswith("../")
+
+
+def _within(location: Location, folder: Location) -> bool:
+    """`location` lies below `folder` on the same filesystem (local paths: symbolic links
+    resolved, so a link inside the folder cannot lead out of it)."""
+    if type(location.fs) is not type(folder.fs):
+        return False
+    inner, outer = location.path, folder.path
+    if location.is_local:
+        inner, outer = os.path.realpath(inner), os.path.realpath(outer)
+    inner, outer = posixpath.normpath(inner), posixpath.normpath(outer)
+    return inner.startswith(outer.rstrip("/") + "/")
 
 
 def describe_operator(op: OperatorState) -> str:

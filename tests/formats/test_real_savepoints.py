@@ -163,11 +163,17 @@ def test_savepoints_written_by_flink(
     classpath = os.pathsep.join([str(tmp_path), *map(str, flink_dist.parent.glob("*.jar"))])
     javac = ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp_path)]
     subprocess.run([*javac, str(ORACLES / "SavepointJob.java")], check=True, capture_output=True)
-    job = [backend, compression, str(max_parallelism), "2000", str(tmp_path / "sp")]
-    run = subprocess.run(
-        ["java", "-cp", classpath, "SavepointJob", *job],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    for attempt in range(3):
+        job = [backend, compression, str(max_parallelism), "2000", str(tmp_path / f"sp{attempt}")]
+        run = subprocess.run(
+            ["java", "-cp", classpath, "SavepointJob", *job],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        # On a loaded machine a source subtask sometimes finishes before the savepoint, which
+        # Flink refuses for an operator with union state: a property of the run, not of what
+        # this test checks, so the job runs again.
+        if run.returncode == 0 or "PartialFinishingNotSupported" not in run.stderr:
+            break
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     directory = Path(run.stdout.split("SAVEPOINT ")[-1].split()[0].removeprefix("file:"))
     found = check_savepoint(directory)

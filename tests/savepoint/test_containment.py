@@ -20,10 +20,12 @@ import pytest
 
 from statectl.errors import SavepointError
 from statectl.formats.handles import (
+    FileHandle,
     IncrementalKeyedHandle,
     KeyGroupsHandle,
     LocalFile,
     RelativeFileHandle,
+    SegmentFileHandle,
 )
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
@@ -224,11 +226,36 @@ def test_names_inside_the_folder_resolve_there(
     assert (stream.description, stream.location, stream.size) == (expected.url, expected, 7)
 
 
-def test_absolute_handles_stay_allowed(savepoint: Savepoint, tmp_path: Path) -> None:
-    """Retained checkpoints reference their files by absolute path (code 2), as Flink writes."""
-    from statectl.formats.handles import FileHandle
-
-    target = tmp_path / "elsewhere"
+def test_absolute_handles_into_the_job_folder_stay_allowed(
+    savepoint: Savepoint, tmp_path: Path
+) -> None:
+    """Retained checkpoints reference their files by absolute path (code 2), as Flink writes:
+    files of the job's checkpoint folder (`<job id>/shared/…`, beside `chk-N`)."""
+    target = tmp_path / "shared" / "file"
+    target.parent.mkdir()
     target.write_bytes(b"abc")
     stream = savepoint.stream(FileHandle(str(target), 3))
     assert (stream.location, stream.read()) == (locate(str(target)), b"abc")
+
+
+@pytest.mark.parametrize(
+    "handle",
+    [FileHandle("/etc/passwd", 3), SegmentFileHandle(0, 3, 0, "file:/etc/passwd", "f")],
+    ids=["file", "segment"],
+)
+def test_absolute_handles_outside_the_job_folder_are_refused(
+    savepoint: Savepoint, handle: FileHandle | SegmentFileHandle
+) -> None:
+    with pytest.raises(SavepointError) as refused:
+        savepoint.stream(handle)
+    assert str(refused.value) == (
+        f"{savepoint.metadata_location.url}: state handle "
+        f"{getattr(handle, 'path', None) or handle.physical_path!r} points outside the "
+        f"checkpoint's job folder {savepoint.directory.parent.url}"
+    )
+
+
+def test_a_symbolic_link_cannot_lead_out_of_the_savepoint(savepoint: Savepoint) -> None:
+    (Path(savepoint.directory.path) / "link").symlink_to("/etc/passwd")
+    with pytest.raises(SavepointError, match="points outside the savepoint directory"):
+        savepoint.stream(RelativeFileHandle("link", 3))

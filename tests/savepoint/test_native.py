@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -227,8 +228,11 @@ def _with_first_keyed(sp: Savepoint, change: Any, count: int = 1) -> Savepoint:
 def test_files_in_file_merging_segments_are_copied_out_of_their_physical_file(
     tmp_path: Path,
 ) -> None:
-    """Every file of the instance as a segment of one physical file, after a few junk bytes."""
-    sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
+    """Every file of the instance as a segment of one physical file, after a few junk bytes
+    (in the job folder, where Flink keeps them: beside the checkpoint)."""
+    copy = tmp_path / "chk"
+    shutil.copytree(fixture_savepoint("rocksdb_native_full"), copy)
+    sp = open_savepoint(str(copy))
     physical = tmp_path / "physical"
 
     def in_segments(handle: IncrementalKeyedHandle) -> IncrementalKeyedHandle:
