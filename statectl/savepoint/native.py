@@ -9,12 +9,18 @@ bytes copied as they are (flink-savepoint-format.md §4.4, §4.6, §5.1–§5.3)
 
 Rows are read only inside the handle's key-group range: after a rescale in Flink an instance's
 files may still hold (range-deleted or not) keys of key groups it does not own.
+
+Corrupt files fail, never shrink the state: the instance is opened with paranoid checks (MANIFEST
+records and table footers, indexes and properties checksummed at open), blocks are read with
+their checksums verified, and a scan that stops is checked through the iterator's status, which is
+the only place RocksDB reports a block that failed its checksum mid-scan.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -85,12 +91,15 @@ def native_instance(sp: Savepoint, handle: IncrementalKeyedHandle, where: str) -
     description = f"{where}: RocksDB instance {handle.backend_id}"
     if handle.meta is None:
         raise FormatError("native keyed handle without a meta file", description)
-    files = []
+    files: list[NativeFile] = []
+    names: set[str] = set()
     for local_file, shared in [(f, True) for f in handle.shared] + [
         (f, False) for f in handle.private
     ]:
-        if local_file.handle is None or "/" in local_file.local_path.strip("/"):
-            raise FormatError(f"unexpected file entry {local_file.local_path!r}", description)
+        _check_local_name(local_file.local_path, names, description)
+        names.add(local_file.local_path)
+        if local_file.handle is None:
+            raise FormatError(f"file entry {local_file.local_path!r} has no handle", description)
         segment = isinstance(local_file.handle, SegmentFileHandle | EmptySegmentFileHandle)
         stream = sp.stream(local_file.handle)
         files.append(NativeFile(local_file.local_path, stream, shared, segment))
@@ -102,6 +111,18 @@ def native_instance(sp: Savepoint, handle: IncrementalKeyedHandle, where: str) -
         sp.stream(handle.meta),
         tuple(files),
     )
+
+
+def _check_local_name(name: str, taken: set[str], description: str) -> None:
+    """A local name is where `opened` writes the file: a plain name inside the instance folder.
+
+    Flink's `HandleAndLocalPath` holds the RocksDB file name ("000012.sst"); anything else in a
+    `_metadata` (a path, "..", NUL) could write outside the working folder.
+    """
+    if name in ("", ".", "..") or any(c in name for c in "/\\\x00"):
+        raise FormatError(f"file entry {name!r} is not a plain file name", description)
+    if name in taken:
+        raise FormatError(f"file entry {name!r} appears twice", description)
 
 
 def meta_header(instance: NativeInstance) -> tuple[bytes, state_headers.KeyedStateHeader]:
@@ -148,6 +169,7 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
             _gather(file, os.path.join(folder, file.local_path))
         db = _open(folder, instance)
         try:
+            _check_live_files(db, instance)
             yield OpenInstance(db, instance)
         finally:
             db.close()
@@ -179,25 +201,139 @@ def _gather(file: NativeFile, target: str) -> None:
         )
 
 
+# Section lines of an OPTIONS file as RocksDB's `PersistRocksDBOptions` writes them: Flink's
+# `RocksDBResourceContainer` always configures block-based tables.
+_OPTIONS_SECTION = re.compile(
+    r'\[(?:Version|DBOptions|(CFOptions|TableOptions/BlockBasedTable) "(.*)")\]'
+)
+
+# Flink's list state: RocksDB's StringAppendTESTOperator joining elements with ','.
+_MERGE_DELIMITER = re.compile(r"merge_operator=.*delimiter=([^;}]*)")
+
+
+def _check_options_file(folder: str, file: NativeFile, description: str) -> None:
+    """Every section of an OPTIONS file is one RocksDB writes, every column family has its
+    table options, and list state merges with Flink's delimiter.
+
+    OPTIONS files carry no checksum, and RocksDB (through rocksdict) crashes the process on a
+    column family whose table-options section lost its name to a damaged byte.
+    """
+    with open(os.path.join(folder, file.local_path), "rb") as handle:
+        text = handle.read().decode("utf-8", errors="replace")
+    sections: dict[str, set[str]] = {"CFOptions": set(), "TableOptions/BlockBasedTable": set()}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        delimiter = _MERGE_DELIMITER.match(line)
+        if delimiter is not None and delimiter.group(1) != ",":
+            raise FormatError(
+                f"{description}: {file.local_path} line {number}: list state's merge operator "
+                f"joins with {delimiter.group(1)!r}, Flink's with ','",
+                file.stream.description,
+            )
+        if not line.startswith("["):
+            continue
+        match = _OPTIONS_SECTION.fullmatch(line)
+        if match is None:
+            raise FormatError(
+                f"{description}: {file.local_path} line {number}: unknown section {line!r}",
+                file.stream.description,
+            )
+        if match.group(1):
+            sections[match.group(1)].add(match.group(2))
+    for name in sorted(sections["CFOptions"] ^ sections["TableOptions/BlockBasedTable"]):
+        raise FormatError(
+            f"{description}: {file.local_path}: column family {name!r} lacks its CFOptions or "
+            "TableOptions section",
+            file.stream.description,
+        )
+
+
 def _open(folder: str, instance: NativeInstance) -> Rdict:
     from rocksdict import AccessType, Options, Rdict
 
+    for file in instance.files:
+        if file.kind == "OPTIONS":
+            _check_options_file(folder, file, instance.description)
+    options = Options(raw_mode=True)
+    # A corrupt MANIFEST record fails the open instead of being skipped (with the files it adds).
+    options.set_paranoid_checks(True)
     try:
         # The OPTIONS file carries Flink's merge operator (list state), so merge operands that
         # sit in different SST files (incremental checkpoints) read back merged.
         _, column_families = Options.load_latest(folder, ignore_unknown_options=True)
         return Rdict(
             folder,
-            options=Options(raw_mode=True),
+            options=options,
             column_families=column_families,
             access_type=AccessType.read_only(),
         )
     except Exception as exc:  # rocksdict raises plain Exception
+        corrupt = _corruption(exc, folder, instance)
+        if corrupt is not None:
+            raise corrupt from None
         raise UnsupportedError(
-            f"rocksdict cannot open this RocksDB instance ({exc}); files of a RocksDB or "
-            f"ForSt version it does not read? {_TAKE_CANONICAL}",
+            f"rocksdict cannot open this RocksDB instance ({_local_text(exc, folder)}); files "
+            f"of a RocksDB or ForSt version it does not read? {_TAKE_CANONICAL}",
             instance.description,
         ) from None
+
+
+def _local_text(exc: Exception, folder: str) -> str:
+    """RocksDB's message on one line, with the working folder left out of its paths."""
+    return " ".join(str(exc).replace(folder.rstrip("/") + "/", "").split())
+
+
+_MAY_BE_CORRUPTED = re.compile(r"The file (\S+) may be corrupted\.")
+# What RocksDB's `log::Reader` reports of a damaged MANIFEST record.
+_LOG_RECORD_ERRORS = ("checksum mismatch", "bad record length", "unknown record type")
+
+
+def _culprits(text: str) -> list[str]:
+    """File names RocksDB's message blames, most specific first.
+
+    RocksDB appends "The file MANIFEST-… may be corrupted." to any failure while it recovers,
+    also when a table the MANIFEST lists fails to open: the MANIFEST is at fault only when the
+    failure is one of its own records.
+    """
+    suffix = _MAY_BE_CORRUPTED.search(text)
+    reason = _MAY_BE_CORRUPTED.sub("", text).removeprefix("Corruption:").strip()
+    names = re.findall(r"[^\s/:,()]+", reason)
+    if suffix is not None and reason.startswith(_LOG_RECORD_ERRORS):
+        names.append(suffix.group(1))
+    return names
+
+
+def _corruption(exc: Exception, folder: str, instance: NativeInstance) -> FormatError | None:
+    """RocksDB's `Status::Corruption` as a FormatError naming the file it names (else the
+    instance); None for other failures."""
+    text = _local_text(exc, folder)
+    if "Corruption" not in text and "checksum mismatch" not in text:
+        return None
+    by_name = {f.local_path: f for f in instance.files}
+    named = next((by_name[m] for m in _culprits(text) if m in by_name), None)
+    if named is None:
+        return FormatError(f"RocksDB reports a corrupt file ({text})", instance.description)
+    return FormatError(
+        f"{instance.description}: file {named.local_path} is corrupt ({text})",
+        named.stream.description,
+    )
+
+
+def _check_live_files(db: Rdict, instance: NativeInstance) -> None:
+    """Every SST of the handle must be live in the opened instance.
+
+    Flink uploads exactly the files of a RocksDB checkpoint, whose SSTs are all live; one the
+    MANIFEST does not name (a record lost to corruption) would silently drop its rows.
+    """
+    live = {entry["name"].rsplit("/", 1)[-1] for entry in db.live_files()}
+    for file in instance.files:
+        if file.kind == "SST" and file.local_path not in live:
+            manifest = next((f for f in instance.files if f.kind == "MANIFEST"), None)
+            raise FormatError(
+                f"{instance.description}: the MANIFEST does not list {file.local_path}, a file "
+                "of the handle (corrupt MANIFEST?)",
+                manifest.stream.description if manifest else instance.description,
+            )
 
 
 class OpenInstance:
@@ -228,9 +364,25 @@ class OpenInstance:
         except Exception:  # a state registered but never written has no column family
             return iter(())
         read_options = ReadOptions()
+        read_options.set_verify_checksums(True)
+        read_options.fill_cache(False)  # one pass over the rows
         if (end + 1) < (1 << (8 * prefix_bytes)):
             read_options.set_iterate_upper_bound((end + 1).to_bytes(prefix_bytes, "big"))
-        return _iterate(family, read_options, start.to_bytes(prefix_bytes, "big"), keys_only)
+        lower = start.to_bytes(prefix_bytes, "big")
+        return self._checked(_iterate(family, read_options, lower, keys_only))
+
+    def _checked(self, rows: Iterator[Any]) -> Iterator[Any]:
+        try:
+            yield from rows
+        except Exception as exc:  # the scan's status: rocksdict raises plain Exception
+            folder = self.db.path()
+            corrupt = _corruption(exc, folder, self.instance)
+            if corrupt is not None:
+                raise corrupt from None
+            raise FormatError(
+                f"RocksDB cannot read the rows ({_local_text(exc, folder)})",
+                self.instance.description,
+            ) from None
 
     def blocks(
         self, states: Sequence[tuple[str, int]], first: int, last: int, prefix_bytes: int
@@ -272,11 +424,38 @@ class OpenInstance:
 
 def _iterate(family: Rdict, read_options: Any, lower: bytes, keys_only: bool) -> Iterator[Any]:
     """A generator, so the column family and the read options (which own the upper bound's
-    buffer) stay alive as long as the native iterator that uses them."""
+    buffer) stay alive as long as the native iterator that uses them.
+
+    rocksdict's `items()`/`keys()` end at the first invalid position without looking at the
+    iterator's status, so a block that fails its checksum ends the scan as if the rows ended
+    there. Once they end, `_check_end` repeats the last step with an `RdictIter` (a fraction of
+    the cost of stepping through every row with one).
+    """
+    last: Any = None
     if keys_only:
-        yield from family.keys(from_key=lower, read_opt=read_options)
+        for last in family.keys(from_key=lower, read_opt=read_options):
+            yield last
+        _check_end(family, read_options, lower, last)
     else:
-        yield from family.items(from_key=lower, read_opt=read_options)
+        for last in family.items(from_key=lower, read_opt=read_options):
+            yield last
+        _check_end(family, read_options, lower, None if last is None else last[0])
+
+
+def _check_end(family: Rdict, read_options: Any, lower: bytes, last_key: bytes | None) -> None:
+    """Raise the error that stopped a scan whose last row was `last_key` (None: no row).
+
+    Stepping past the last row again reads the same block: a corrupt block is never cached, so
+    it fails again, and `status()` raises RocksDB's error. A valid position there means the scan
+    stopped early without one, which must not pass as the end of the rows either.
+    """
+    iterator = family.iter(read_options)
+    iterator.seek(lower if last_key is None else last_key)
+    if last_key is not None and iterator.valid() and iterator.key() == last_key:
+        iterator.next()
+    iterator.status()
+    if iterator.valid():
+        raise RuntimeError(f"the scan stopped before key {iterator.key()!r}")
 
 
 def _clip(owned: tuple[int, int] | None, first: int, last: int) -> tuple[int, int] | None:
