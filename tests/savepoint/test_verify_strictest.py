@@ -53,7 +53,7 @@ def _keyed_flips(sp: Path) -> Iterator[Mutation]:
         assert isinstance(handle.delegate, RelativeFileHandle)
         name, size = handle.delegate.relative_path, handle.delegate.size
         header = min(o for o in handle.offsets if o)
-        positions = [*_spread(4, header, 8), *_spread(header, size, 6)]
+        positions = [*_spread(4, header, 6), *_spread(header, size, 5)]
         for n, position in enumerate(positions):
             mask = MASKS[n % len(MASKS)]
             yield Mutation(
@@ -131,7 +131,7 @@ def _cut(uid: str, index: int, kind: str, count: int) -> Callable[[Path], None]:
 
 def _metadata_flips(sp: Path) -> Iterator[Mutation]:
     size = (sp / "_metadata").stat().st_size
-    for n, position in enumerate(_spread(8, size, 6)):
+    for n, position in enumerate(_spread(8, size, 4)):
         mask = MASKS[n % len(MASKS)]
         yield Mutation(f"_metadata@{position}^{mask:02x}", _flip("_metadata", position, mask))
 
@@ -195,15 +195,15 @@ def test_what_verify_deep_passes_every_reader_reads(fixture: str, tmp_path: Path
 
 RESCALED = {
     "hashmap_canonical_files": (
-        "keyed-str.0.keyed@350^80",  # keyed header: inside a serializer snapshot
-        "keyed-long.1.keyed@1037^80",
+        "keyed-str.0.keyed@1390^80",  # keyed header: inside a serializer snapshot
+        "keyed-long.1.keyed@1687^ff",
         "keyed-str.0.key-end-0",
         "keyed-long.1.value-7",
         "opstate.0.op@142^80",
         "bcast.1.op@141^80",
     ),
     "rocksdb_canonical": ("keyed-str.0.value-0", "keyed-long.1.key-end-7"),
-    "hashmap_compressed": ("keyed-str.0.keyed@1044^80", "opstate.0.op@155^80"),
+    "hashmap_compressed": ("keyed-str.0.keyed@1698^ff", "opstate.0.op@155^80"),
 }
 
 
@@ -263,7 +263,7 @@ def test_equal_offsets_are_refused_by_verify_as_by_the_readers(tmp_path: Path) -
 def test_states_past_a_header_read_in_part_are_unknown_to_verify(tmp_path: Path) -> None:
     """A flipped byte stops the header's state list early: blocks then name states the readers
     cannot resolve, and verify walks them against the same (partial) list."""
-    sp = _one("hashmap_canonical_files", "keyed-str.0.keyed@581^ff", tmp_path)
+    sp = _one("hashmap_canonical_files", "keyed-str.0.keyed@774^ff", tmp_path)
     path = _keyed_file(sp, "keyed-str", 0)
     lines = _verify_lines(sp)
     assert lines[0] == (
@@ -323,3 +323,16 @@ def test_headers_rescale_cannot_merge_are_a_finding(
 
 def _id(sp: Path, uid: str) -> str:
     return next(op.operator_id_hex for op in load(sp).operators if op.uid == uid)
+
+
+def test_header_length_and_block_spans_share_the_offset_bound() -> None:
+    """An offset at the end of the file starts an empty block: both refuse it alike."""
+    from statectl.errors import FormatError
+    from statectl.formats import keyed_blocks
+
+    for read in (
+        lambda: keyed_blocks.header_length([0, 400], 400),
+        lambda: keyed_blocks.block_spans(0, [0, 400], 400),
+    ):
+        with pytest.raises(FormatError, match=r"offset 400 is outside the file \(400 bytes\)"):
+            read()
