@@ -31,7 +31,7 @@ from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
 from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
-from statectl.savepoint.summary import iter_blocks
+from statectl.savepoint.summary import canonical_header, iter_blocks
 
 OPERATOR_KINDS = {
     DistributionMode.SPLIT_DISTRIBUTE: "LIST",
@@ -61,11 +61,7 @@ class KeyedFile:
     stream: StateStream
 
     def header(self) -> KeyedStateHeader:
-        length = keyed_blocks.header_length(self.handle.offsets, self.stream.size)
-        try:
-            return state_headers.parse_keyed_header(self.stream.read(0, length))
-        except StatectlError as exc:
-            raise exc.with_source(self.stream.description) from None
+        return canonical_header(self.stream, self.handle)
 
     def spans(self) -> list[keyed_blocks.BlockSpan]:
         try:
