@@ -13,8 +13,9 @@ their ends.
 
 The format rules are not repeated here: offsets, headers, blocks, entries and operator-state
 elements are read by the functions `inspect`, `diff`, `export` and `rescale` read them with
-(`keyed_blocks.block_spans`, `entries.KeyedFile`, `entries.block_entries`, `entries.split_key`,
-`entries.OperatorFile`), so a savepoint `verify --deep` passes is one they read. Verify adds
+(`keyed_blocks.block_spans`, `summary.canonical_header`, `summary.iter_blocks`,
+`entries.block_entries`, `entries.split_key`, `entries.OperatorFile`,
+`entries.merge_keyed_headers`), so a savepoint `verify --deep` passes is one they read. Verify adds
 only cross-checks: sizes, key-group coverage, key prefixes and hashes, Snappy checksums.
 
 The checks read files but never print: they return `Finding`s. `ensure_consistent` raises the
@@ -56,7 +57,7 @@ from statectl.formats.state_values import StateCodec
 from statectl.savepoint import entries
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.summary import iter_blocks
+from statectl.savepoint.summary import canonical_header, iter_blocks
 
 _JAVA_SERIALIZATION_MAGIC = b"\xac\xed\x00\x05"
 _HASHED_KINDS = frozenset({"VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "FOLDING", "TIMERS"})
@@ -415,13 +416,11 @@ class _Checker:
                 unreadable=True,
             )
             return
-        assert where.op is not None
         op = where.op
-        file = entries.KeyedFile(
-            op.operator_id_hex, op.uid or "", where.subtask or 0, op.max_parallelism, handle, stream
+        header = self._keyed_header(
+            at, lambda: canonical_header(stream, handle), stream.description
         )
-        header = self._keyed_header(at, file.header, stream.description)
-        if header is None:
+        if op is None or header is None:  # keyed handles are only checked within an operator
             return
         self.headers.append((where.subtask, stream.description, header))
         if self.deep and spans:
