@@ -49,10 +49,11 @@ class Entry:
 
 
 def header_length(offsets: Sequence[int], file_size: int) -> int:
-    """The serializer-proxy header ends where the first block begins (§4.3)."""
+    """The serializer-proxy header ends where the first block begins (§4.3). An offset must
+    lie inside the file by the rule of `block_spans` (a block at the end of the file is empty)."""
     used = [o for o in offsets if o]
     for offset in used:
-        if not 0 < offset <= file_size:
+        if not 0 < offset < file_size:
             raise FormatError(f"key-group offset {offset} is outside the file ({file_size} bytes)")
     return min(used) if used else file_size
 
@@ -72,7 +73,13 @@ def is_heap_checkpoint_block(head: Buffer, key_group: int) -> bool:
 
 
 def block_spans(start_key_group: int, offsets: Sequence[int], file_size: int) -> list[BlockSpan]:
-    """Non-empty key groups and their byte ranges; a block ends where the next one starts."""
+    """Non-empty key groups and their byte ranges; a block ends where the next one starts.
+
+    The one offset rule of every reader and of `verify` (§4.3, `KeyGroupRangeOffsets`): 0 is
+    an empty key group; any other offset lies inside the file and above the previous one.
+    Flink's writers set an offset only for a key group they write a block for, so two equal
+    offsets would be an empty block (Flink's reader would read the next block twice).
+    """
     present = [(start_key_group + i, o) for i, o in enumerate(offsets) if o]
     for key_group, offset in present:
         if not 0 < offset < file_size:

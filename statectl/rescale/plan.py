@@ -20,8 +20,8 @@ from statectl.formats.handles import (
     OperatorStateHandle,
 )
 from statectl.formats.java_types import UPPER_BOUND_MAX_PARALLELISM
+from statectl.formats.key_groups import check_parallelism, key_group_range
 from statectl.formats.metadata import OperatorState, SubtaskState
-from statectl.rescale.key_groups import check_parallelism, key_group_range
 from statectl.rescale.operator_state_plan import (
     ElementSource,
     StateAssignment,
@@ -35,6 +35,7 @@ from statectl.rescale.rekey import (
     RekeySource,
 )
 from statectl.savepoint import native
+from statectl.savepoint.entries import merge_keyed_headers
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 
 
@@ -353,26 +354,9 @@ def _common_header(
     if all(f.header == first for f in old_files):
         return first, [None] * len(old_files)
     parsed = [state_headers.parse_keyed_header(f.header) for f in old_files]
-    widest = max(range(len(parsed)), key=lambda i: len(parsed[i].states))
-    target_ids = {s.name: i for i, s in enumerate(parsed[widest].states)}
-    id_maps: list[tuple[tuple[int, int], ...] | None] = []
-    for header in parsed:
-        if (
-            header.key_serializer != parsed[widest].key_serializer
-            or header.compressed != parsed[widest].compressed
-        ):
-            raise UnsupportedError(
-                f"operator {where}: subtasks disagree on key serializer or compression"
-            )
-        missing = [s.name for s in header.states if s.name not in target_ids]
-        if missing:
-            raise UnsupportedError(
-                f"operator {where}: subtasks registered different keyed states "
-                f"({', '.join(missing)}); statectl cannot merge their headers"
-            )
-        id_maps.append(tuple((i, target_ids[s.name]) for i, s in enumerate(header.states)))
-    identity = [None if all(a == b for a, b in m) else m for m in id_maps]
-    return old_files[widest].header, identity
+    sources = [f.stream.description for f in old_files]
+    widest, id_maps = merge_keyed_headers(parsed, where, sources)
+    return old_files[widest].header, id_maps
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ list element, and each broadcast state's map (§3.3). Changelog keyed state and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
@@ -31,7 +31,7 @@ from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
 from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
-from statectl.savepoint.summary import iter_blocks
+from statectl.savepoint.summary import canonical_header, iter_blocks
 
 OPERATOR_KINDS = {
     DistributionMode.SPLIT_DISTRIBUTE: "LIST",
@@ -61,11 +61,7 @@ class KeyedFile:
     stream: StateStream
 
     def header(self) -> KeyedStateHeader:
-        length = keyed_blocks.header_length(self.handle.offsets, self.stream.size)
-        try:
-            return state_headers.parse_keyed_header(self.stream.read(0, length))
-        except StatectlError as exc:
-            raise exc.with_source(self.stream.description) from None
+        return canonical_header(self.stream, self.handle)
 
     def spans(self) -> list[keyed_blocks.BlockSpan]:
         try:
@@ -208,16 +204,57 @@ def iter_keyed_entries(
 ) -> Iterator[KeyedEntry]:
     """Every entry of `file` (only key groups in the inclusive range `key_groups`, if given)."""
     header = header or file.header()
-    states = header.states
     for span, block in iter_blocks(file.stream, file.handle):
         if key_groups and not key_groups[0] <= span.key_group <= key_groups[1]:
             continue
         try:
-            for entry in keyed_blocks.iter_entries(block, header.compressed, len(states)):
-                yield KeyedEntry(states[entry.state_id], span.key_group, entry.key, entry.value)
+            yield from block_entries(span.key_group, block, header, header.compressed)
         except StatectlError as exc:
             where = f"{file.stream.description} (key group {span.key_group})"
             raise exc.with_source(where) from None
+
+
+def block_entries(
+    key_group: int, block: keyed_blocks.Buffer, header: KeyedStateHeader, compressed: bool
+) -> Iterator[KeyedEntry]:
+    """The entries of one key group's block, their state ids resolved against `header`: the
+    one rule every reader and `verify --deep` walk blocks by (§4.4). `compressed` is separate
+    from the header's flag for callers that decompressed the block already."""
+    states = header.states
+    for entry in keyed_blocks.iter_entries(block, compressed, len(states)):
+        yield KeyedEntry(states[entry.state_id], key_group, entry.key, entry.value)
+
+
+def merge_keyed_headers(
+    headers: Sequence[KeyedStateHeader], where: str, sources: Sequence[str]
+) -> tuple[int, list[tuple[tuple[int, int], ...] | None]]:
+    """One header for an operator's subtasks: the index of the one listing the most states, and
+    per header its state ids mapped to that one's by name (None where they already agree).
+
+    Raises `UnsupportedError` when subtasks disagree on key serializer or compression, or list
+    a state the widest header does not (the rescale planner copies one header into every new
+    file; `verify --deep` runs the same rule so that it passes only what rescale can merge).
+    The error's source is `sources[i]`, the file of the header that does not fit.
+    """
+    widest = max(range(len(headers)), key=lambda i: len(headers[i].states))
+    target = headers[widest]
+    target_ids = {s.name: i for i, s in enumerate(target.states)}
+    id_maps: list[tuple[tuple[int, int], ...] | None] = []
+    for header, source in zip(headers, sources, strict=True):
+        if header.key_serializer != target.key_serializer or header.compressed != target.compressed:
+            raise UnsupportedError(
+                f"operator {where}: subtasks disagree on key serializer or compression", source
+            )
+        missing = [s.name for s in header.states if s.name not in target_ids]
+        if missing:
+            raise UnsupportedError(
+                f"operator {where}: subtasks registered different keyed states "
+                f"({', '.join(missing)}); statectl cannot merge their headers",
+                source,
+            )
+        ids = tuple((i, target_ids[s.name]) for i, s in enumerate(header.states))
+        id_maps.append(None if all(a == b for a, b in ids) else ids)
+    return widest, id_maps
 
 
 @dataclass(frozen=True, slots=True)

@@ -186,14 +186,22 @@ class _KeyedStates:
 def keyed_header(sp: Savepoint, handle: KeyedHandle) -> state_headers.KeyedStateHeader | None:
     """The serializer-proxy header of a keyed handle (canonical file or native meta file)."""
     if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
-        stream = sp.stream(handle.delegate)
-        length = keyed_blocks.header_length(handle.offsets, stream.size)
-    elif isinstance(handle, IncrementalKeyedHandle) and handle.meta is not None:
+        return canonical_header(sp.stream(handle.delegate), handle)
+    if isinstance(handle, IncrementalKeyedHandle) and handle.meta is not None:
         stream = sp.stream(handle.meta)
-        length = stream.size
-    else:
-        return None
+        try:
+            return state_headers.parse_keyed_header(stream.read())
+        except StatectlError as exc:
+            raise exc.with_source(stream.description) from None
+    return None
+
+
+def canonical_header(
+    stream: StateStream, handle: KeyGroupsHandle
+) -> state_headers.KeyedStateHeader:
+    """The header of a canonical keyed-state file: its bytes up to the first block (§4.3)."""
     try:
+        length = keyed_blocks.header_length(handle.offsets, stream.size)
         return state_headers.parse_keyed_header(stream.read(0, length))
     except StatectlError as exc:
         raise exc.with_source(stream.description) from None

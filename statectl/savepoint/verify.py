@@ -2,12 +2,21 @@
 
 Checks (flink-savepoint-format.md §2–§4): every referenced file exists with the size its handle
 declares; per keyed operator the subtasks' key-group ranges cover [0, maxParallelism) exactly
-once; key-group offsets lie inside their files and do not decrease (§4.3: 0 = empty key group);
+once; key-group offsets lie inside their files and strictly ascend (§4.3: 0 = empty key group);
 serializer-proxy headers parse (§3.1, §4.2); operator-state offsets lie inside their files
 (§3.4). With `deep`: every key-group block walks to its end mark (§4.4, Snappy checksums
-verified for compressed blocks, §4.5), every key carries the key group of the block it is in
-(§4.6) and, for key types statectl knows (§7), the key group its Java hash gives (§6.1);
-operator-state elements of known types parse to their ends.
+verified for compressed blocks, §4.5), every key splits into its parts (§4.6), carries the key
+group of the block it is in and, for key types statectl knows (§7), the key group its Java hash
+gives (§6.1); the subtasks' keyed headers merge into one (what rescale writes); operator-state
+elements and broadcast maps read as the readers read them, and elements of known types parse to
+their ends.
+
+The format rules are not repeated here: offsets, headers, blocks, entries and operator-state
+elements are read by the functions `inspect`, `diff`, `export` and `rescale` read them with
+(`keyed_blocks.block_spans`, `summary.canonical_header`, `summary.iter_blocks`,
+`entries.block_entries`, `entries.split_key`, `entries.OperatorFile`,
+`entries.merge_keyed_headers`), so a savepoint `verify --deep` passes is one they read. Verify adds
+only cross-checks: sizes, key-group coverage, key prefixes and hashes, Snappy checksums.
 
 The checks read files but never print: they return `Finding`s. `ensure_consistent` raises the
 first one, so other commands refuse inconsistent input before writing anything.
@@ -18,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +37,6 @@ from statectl.formats.handles import (
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
     ChangelogHandle,
-    DistributionMode,
     HandleCode,
     IncrementalKeyedHandle,
     KeyedHandle,
@@ -43,11 +51,14 @@ from statectl.formats.java_types import (
     key_group_prefix_bytes,
     key_type_for_serializer,
 )
+from statectl.formats.key_groups import key_group_range
 from statectl.formats.metadata import OperatorState, SubtaskState
-from statectl.savepoint.model import Savepoint, StateStream
+from statectl.formats.state_values import StateCodec
+from statectl.savepoint import entries
+from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.summary import canonical_header, iter_blocks
 
-_BATCH_BYTES = 32 << 20
 _JAVA_SERIALIZATION_MAGIC = b"\xac\xed\x00\x05"
 _HASHED_KINDS = frozenset({"VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "FOLDING", "TIMERS"})
 
@@ -157,6 +168,10 @@ class _Checker:
     sizes: dict[str, int | str] = field(default_factory=dict)  # url → size, or why none
     inline_streams: int = 0
     stats: Counter[str] = field(default_factory=Counter)
+    # The current operator's keyed headers: (subtask, file, header).
+    headers: list[tuple[int | None, str, state_headers.KeyedStateHeader]] = field(
+        default_factory=list
+    )
 
     def run(self, operators: Sequence[OperatorState]) -> None:
         self._check_properties()
@@ -223,11 +238,25 @@ class _Checker:
             return
         subtasks = self._subtask_indexes(op)
         ranges: list[tuple[int, int, int]] = []
+        self.headers = []
         for subtask in subtasks:
             self.stats["subtasks"] += 1
             ranges += self._subtask(op, subtask)
         if ranges:
             self._coverage(op, subtasks, ranges)
+        if self.deep and len(self.headers) > 1:
+            self._headers_merge(op)
+
+    def _headers_merge(self, op: OperatorState) -> None:
+        """The subtasks' keyed headers merge into the one rescale writes to every new file."""
+        where = describe_operator(op)
+        subtasks, sources, headers = zip(*self.headers, strict=True)
+        try:
+            entries.merge_keyed_headers(headers, where, sources)
+        except StatectlError as exc:
+            subtask = subtasks[sources.index(exc.source)] if exc.source in sources else None
+            problem = exc.message.removeprefix(f"operator {where}: ")
+            self.add(_Where(op, subtask, exc.source), problem)
 
     def _subtask_indexes(self, op: OperatorState) -> list[SubtaskState]:
         seen: set[int] = set()
@@ -287,7 +316,10 @@ class _Checker:
         stateless = [
             i for i in range(op.parallelism) if i not in with_keyed and self._no_keyed(subtasks, i)
         ]
-        excused = {kg for i in stateless for kg in range(*_flink_range(max_p, op.parallelism, i))}
+        excused: set[int] = set()
+        for index in stateless:
+            first, last = key_group_range(max_p, op.parallelism, index)
+            excused.update(range(first, last + 1))
         for first, last, claimants in _runs(owners):
             if len(claimants) > 1:
                 names = " and ".join(str(i) for i in sorted(set(claimants)))
@@ -366,12 +398,16 @@ class _Checker:
         if stream is None:
             return
         at = _Where(where.op, where.subtask, stream.description)
-        present = [(handle.start_key_group + i, o) for i, o in enumerate(handle.offsets) if o]
-        if not self._offsets_in_order(at, present, stream.size):
+        if not managed:  # raw keyed state is written by user code: its bytes have no known layout
+            self._raw_offsets(at, handle, stream.size)
             return
-        self.stats["key_groups"] += len({o for _, o in present})
-        if not managed:
-            return  # raw keyed state is written by user code: its bytes have no known layout
+        try:  # the readers' rule: inside the file, strictly ascending (§4.3)
+            spans = keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size)
+        except StatectlError as exc:
+            self.add(at, exc.message)
+            return
+        self.stats["key_groups"] += len(spans)
+        present = [(span.key_group, span.start) for span in spans]
         if handle.code != HandleCode.SAVEPOINT_KEY_GROUPS and _heap_checkpoint(stream, present):
             self.add(
                 at,
@@ -380,41 +416,52 @@ class _Checker:
                 unreadable=True,
             )
             return
-        header_end = present[0][1] if present else stream.size
-        header = self._keyed_header(at, stream, header_end)
-        if self.deep and header is not None and present:
-            assert where.op is not None
-            walker = _BlockWalker(self, at, where.op.max_parallelism, header)
-            walker.walk(_blocks(stream, present), stream.description)
+        op = where.op
+        header = self._keyed_header(
+            at, lambda: canonical_header(stream, handle), stream.description
+        )
+        if op is None or header is None:  # keyed handles are only checked within an operator
+            return
+        self.headers.append((where.subtask, stream.description, header))
+        if self.deep and spans:
+            blocks = ((span.key_group, bytes(block)) for span, block in iter_blocks(stream, handle))
+            _BlockWalker(self, at, op.max_parallelism, header).walk(blocks, stream.description)
 
-    def _offsets_in_order(self, at: _Where, present: list[tuple[int, int]], size: int) -> bool:
-        ok = True
+    def _raw_offsets(self, at: _Where, handle: KeyGroupsHandle, size: int) -> None:
+        """Raw keyed state (`KeyedStateCheckpointOutputStream`): no reader parses it, and a key
+        group started but left empty by user code shares the next one's offset, so offsets
+        only must not decrease."""
+        present = [(handle.start_key_group + i, o) for i, o in enumerate(handle.offsets) if o]
         for key_group, offset in present:
             if not 0 < offset < size:
                 self.add(
                     at, f"key group {key_group}: offset {offset} is outside the file ({size} bytes)"
                 )
-                ok = False
+                return
         for (kg_a, a), (kg_b, b) in itertools.pairwise(present):
-            if b < a:  # equal offsets: an unwritten key group may share the next one's offset
+            if b < a:
                 self.add(
                     at,
                     f"key group {kg_b}: offset {b} is below the offset {a} of key group {kg_a} "
                     "(offsets must ascend with the key group)",
                 )
-                ok = False
-        return ok
+                return
+        self.stats["key_groups"] += len({o for _, o in present})
 
     def _keyed_header(
-        self, at: _Where, stream: StateStream, length: int
+        self,
+        at: _Where,
+        read: Callable[[], state_headers.KeyedStateHeader],
+        description: str,
     ) -> state_headers.KeyedStateHeader | None:
+        """The header as the readers read it (`KeyedFile.header`, `native.meta_header`)."""
         try:
-            header = state_headers.parse_keyed_header(stream.read(0, length))
+            header = read()
         except StatectlError as exc:
             self.add(at, f"keyed state header: {exc.message}")
             return None
         if not header.complete:
-            self.note(f"{stream.description}: keyed state header read in part ({header.problem})")
+            self.note(f"{description}: keyed state header read in part ({header.problem})")
         return header
 
     def _native(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
@@ -425,7 +472,9 @@ class _Checker:
         if meta is None:
             return
         at = _Where(where.op, where.subtask, meta.description)
-        header = self._keyed_header(at, meta, meta.size)
+        header = self._keyed_header(
+            at, lambda: state_headers.parse_keyed_header(meta.read()), meta.description
+        )
         assert where.op is not None
         in_range = handle.key_groups is not None and (
             handle.key_groups[0] >= 0 and handle.key_groups[1] < where.op.max_parallelism
@@ -505,46 +554,57 @@ class _Checker:
             self.note(
                 f"{stream.description}: operator state header read in part ({header.problem})"
             )
-            return
-        known = {s.name for s in header.states}
-        for state in handle.states:
-            if state.name not in known:
-                self.add(at, f"operator state {state.name!r} is not in the file's header")
+        else:
+            known = {s.name for s in header.states}
+            for state in handle.states:
+                if state.name not in known:
+                    self.add(at, f"operator state {state.name!r} is not in the file's header")
         if self.deep:
-            self._operator_elements(at, stream, layout, header)
+            self._operator_elements(at, handle, stream, layout)
 
     def _operator_elements(
         self,
         at: _Where,
+        handle: OperatorStateHandle,
         stream: StateStream,
         layout: operator_state.OperatorFileLayout,
-        header: state_headers.OperatorStateHeader,
     ) -> None:
-        infos = {s.name: s for s in header.states}
+        """Elements as `export`, `diff` and `rescale` read them (`entries.OperatorFile`), after
+        verify's own checksum pass over compressed elements (§3.5)."""
+        if layout.compressed and not self._operator_checksums(at, stream, layout):
+            return
+        elements = entries.OperatorFile("", "", 0, handle, stream).elements()
+        counts: Counter[str] = Counter()
+        while True:
+            try:
+                element = next(elements, None)
+            except StatectlError as exc:
+                self.add(at, exc.message)
+                return
+            if element is None:
+                return
+            counts[element.state] += 1
+            try:
+                _check_element(element)
+            except StatectlError as exc:
+                number = counts[element.state]
+                self.add(at, f"operator state {element.state!r}, element {number}: {exc.message}")
+                return
+
+    def _operator_checksums(
+        self, at: _Where, stream: StateStream, layout: operator_state.OperatorFileLayout
+    ) -> bool:
         for state in layout.states:
-            info = infos.get(state.name)
-            if info is None:
-                continue  # already a finding: the state is not in the header
-            serializer = info.value_serializer
-            element_type = key_type_for_serializer(serializer.class_name if serializer else None)
             for start, end in state.spans:
                 try:
-                    raw = stream.read(start, end)
-                    data = (
-                        snappy_framed.decompress_chunks(raw, verify=True)
-                        if layout.compressed
-                        else raw
-                    )
-                    if state.mode == DistributionMode.BROADCAST:
-                        operator_state.broadcast_entry_count(data)
-                    elif element_type is not None and start != end:
-                        _read_exactly(element_type, data)
+                    snappy_framed.decompress_chunks(stream.read(start, end), verify=True)
                 except StatectlError as exc:
                     self.add(
                         at,
                         f"operator state {state.name!r}, element at offset {start}: {exc.message}",
                     )
-                    return
+                    return False
+        return True
 
 
 # --- deep walk of key-group blocks ----------------------------------------------------------
@@ -558,46 +618,54 @@ class _BlockWalker:
     header: state_headers.KeyedStateHeader
 
     def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
-        """Walk each (key group, block) to its end mark and check every key's key group."""
+        """Walk each (key group, block) as the readers do, then check every key's key group."""
         prefix_bytes = key_group_prefix_bytes(self.max_parallelism)
         key_type = key_type_for_serializer(self.header.key_serializer)
-        states = self.header.states
-        num_states = len(states) if self.header.complete else None
+        codecs = entries.codecs_for(self.header)
         for key_group, block in blocks:
             try:
-                data = (
-                    snappy_framed.decompress_stream(block, verify=True)
-                    if self.header.compressed
-                    else block
-                )
-                entries = list(keyed_blocks.iter_entries(data, False, num_states))
+                found = self._entries(key_group, block)
             except StatectlError as exc:
                 self.checker.add(self.at, f"key group {key_group}: {exc.message}")
                 continue
-            self.checker.stats["entries"] += len(entries)
-            self._keys(key_group, entries, prefix_bytes, key_type)
+            self.checker.stats["entries"] += len(found)
+            self._keys(key_group, found, prefix_bytes, key_type, codecs)
         if key_type is None:
             self.checker.note(
                 f"{description}: key type {self.header.key_serializer} is not one statectl "
                 "hashes; keys were checked against their key-group prefix only"
             )
 
+    def _entries(self, key_group: int, block: bytes) -> list[entries.KeyedEntry]:
+        """The block's entries by the readers' rule (`entries.block_entries`); Snappy
+        checksums are verify's own cross-check (§4.5)."""
+        compressed = self.header.compressed
+        data = snappy_framed.decompress_stream(block, verify=True) if compressed else block
+        return list(entries.block_entries(key_group, data, self.header, False))
+
     def _keys(
         self,
         key_group: int,
-        entries: list[keyed_blocks.Entry],
+        found: list[entries.KeyedEntry],
         prefix_bytes: int,
         key_type: KeyType | None,
+        codecs: dict[str, StateCodec],
     ) -> None:
         bad_prefix: list[int] = []
         bad_hash: list[str] = []
-        for entry in entries:
+        unsplit: list[str] = []
+        for entry in found:
             prefix = int.from_bytes(entry.key[:prefix_bytes], "big")
             if prefix != key_group:
                 bad_prefix.append(prefix)
                 continue
-            state = self._state(entry.state_id)
-            if key_type is None or state is None or state.kind not in _HASHED_KINDS:
+            state = entry.state
+            try:  # the split `export` makes of every key (§4.6)
+                entries.split_key(entry, self.max_parallelism, codecs[state.name])
+            except StatectlError as exc:
+                unsplit.append(f"state {state.name!r}: {exc.message}")
+                continue
+            if key_type is None or state.kind not in _HASHED_KINDS:
                 continue
             start = prefix_bytes + (8 if state.kind == "TIMERS" else 0)
             problem = _hash_problem(key_type, entry.key, start, self.max_parallelism, key_group)
@@ -606,7 +674,7 @@ class _BlockWalker:
         if bad_prefix:
             self.checker.add(
                 self.at,
-                f"key group {key_group}: {len(bad_prefix)} of {len(entries)} keys carry another "
+                f"key group {key_group}: {len(bad_prefix)} of {len(found)} keys carry another "
                 f"key-group prefix (first: {bad_prefix[0]})",
             )
         if bad_hash:
@@ -614,10 +682,12 @@ class _BlockWalker:
                 self.at,
                 f"key group {key_group}: {len(bad_hash)} keys do not hash to it ({bad_hash[0]})",
             )
-
-    def _state(self, state_id: int) -> state_headers.StateMetaInfo | None:
-        states = self.header.states
-        return states[state_id] if state_id < len(states) else None
+        if unsplit:
+            self.checker.add(
+                self.at,
+                f"key group {key_group}: {len(unsplit)} keys do not split into their parts "
+                f"({unsplit[0]})",
+            )
 
 
 def _hash_problem(
@@ -633,31 +703,25 @@ def _hash_problem(
     return f"key {value!r} hashes to key group {actual}"
 
 
+def _check_element(element: entries.OperatorElement) -> None:
+    """A broadcast map splits as `export` splits it and holds its entry count; a list element
+    of a type statectl reads fills its bytes exactly."""
+    if element.kind == "BROADCAST":
+        operator_state.broadcast_entry_count(element.value)
+        entries.broadcast_entries(element)
+        return
+    serializer = element.meta.value_serializer if element.meta else None
+    element_type = key_type_for_serializer(serializer.class_name if serializer else None)
+    if element_type is not None and element.value:
+        _read_exactly(element_type, element.value)
+
+
 def _read_exactly(element_type: KeyType, data: bytes) -> None:
     _, end = element_type.read(data, 0)
     if end != len(data):
         raise SavepointError(
             f"a {element_type.name} element of {end} bytes does not fill its {len(data)} bytes"
         )
-
-
-def _blocks(stream: StateStream, present: list[tuple[int, int]]) -> Iterator[tuple[int, bytes]]:
-    """Each block's bytes, read in batches. A key group sharing its offset with the next one
-    was not written (its block is the next key group's)."""
-    spans: list[tuple[int, int, int]] = []
-    for n, (key_group, start) in enumerate(present):
-        end = present[n + 1][1] if n + 1 < len(present) else stream.size
-        if end > start:
-            spans.append((key_group, start, end))
-    batch: list[tuple[int, int, int]] = []
-    for span in spans:
-        batch.append(span)
-        if span[2] - batch[0][1] >= _BATCH_BYTES or span is spans[-1]:
-            base = batch[0][1]
-            data = stream.read(base, batch[-1][2])
-            for key_group, start, end in batch:
-                yield key_group, data[start - base : end - base]
-            batch = []
 
 
 def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:
@@ -667,10 +731,3 @@ def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:
         if key_group == len(owners) or owners[key_group] != owners[start]:
             yield start, key_group - 1, owners[start]
             start = key_group
-
-
-def _flink_range(max_parallelism: int, parallelism: int, index: int) -> tuple[int, int]:
-    """`computeKeyGroupRangeForOperatorIndex` as a half-open range (§6.3)."""
-    start = (index * max_parallelism + parallelism - 1) // parallelism
-    end = ((index + 1) * max_parallelism - 1) // parallelism
-    return start, end + 1
