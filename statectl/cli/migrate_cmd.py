@@ -133,10 +133,8 @@ def _operator_json(op: OperatorReport) -> dict[str, Any]:
 
 
 def print_report(report: MigrationReport) -> None:
-    table = Table(
-        title=f"Wrote {report.destination} (metadata v{report.metadata_version})",
-        title_justify="left",
-    )
+    output.print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
+    table = Table()
     table.add_column("operator")
     table.add_column("operator id", no_wrap=True, min_width=32)
     table.add_column("change")

@@ -29,6 +29,11 @@ stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)
 
 
+def print_line(text: str) -> None:
+    """One line of data, never wrapped (a table title would wrap a long path) nor styled."""
+    stdout.print(text, soft_wrap=True, markup=False, highlight=False)
+
+
 def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
@@ -364,7 +369,8 @@ def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
 
 
 def print_rescale_report(report: RescaleReport) -> None:
-    table = Table(title=f"Wrote {report.destination} (canonical)", title_justify="left")
+    print_line(f"Wrote {report.destination} (canonical)")
+    table = Table()
     for column in ("operator", "parallelism", "files"):
         table.add_column(column)
     table.add_column("bytes", justify="right")

@@ -400,18 +400,21 @@ def test_cli_json_is_one_document_and_the_input_stays_byte_identical(
 
 
 def test_cli_human_output(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Also with a destination path longer than the table (a fresh TMPDIR's are)."""
     source = fixture_savepoint("hashmap_canonical_files")
+    out = tmp_path / ("a-long-folder-name-" * 5) / "out"
+    out.parent.mkdir()
     code, stdout, err = run(
-        ["migrate", str(source), "-o", str(tmp_path / "out"), "--rename-uid", "keyed-str=ks",
+        ["migrate", str(source), "-o", str(out), "--rename-uid", "keyed-str=ks",
          "--drop", "keyed-long"],
         capsys,
     )  # fmt: skip
     assert code == 0, err
-    assert f"Wrote {tmp_path / 'out'} (metadata v6)" in stdout
+    assert f"Wrote {out} (metadata v6)" in stdout
     assert operator_id_for_uid("ks").hex() in stdout
     assert "renamed" in stdout and "dropped" in stdout
     assert "1 renamed, 1 dropped, 5 kept; " in stdout
-    copied = sum(p.stat().st_size for p in (tmp_path / "out").iterdir() if p.name != "_metadata")
+    copied = sum(p.stat().st_size for p in out.iterdir() if p.name != "_metadata")
     # No terminal: one plain line, with the bytes of the state files copied.
     assert err == f"statectl: migrate: 6/6 files written ({human_bytes(copied)} of state)\n"
 

@@ -23,6 +23,8 @@ import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.util.Collector;
 
 import java.util.List;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * A small job whose canonical savepoint exercises every state-file layout statectl reads.
@@ -30,7 +32,7 @@ import java.util.List;
  * <p>Usage: {@code SavepointJob <hashmap|rocksdb> <compression true|false> <maxParallelism>
  * <keys> <savepoint dir>}. Parallelism 2; String- and Long-keyed process functions with Value,
  * List and Map state and a processing-time timer per key; a map with split and union list state;
- * a broadcast state (String -> Long). Runs a few seconds, stops with a CANONICAL savepoint and
+ * a broadcast state (String -> Long). Runs until every key has all its state, stops with a CANONICAL savepoint and
  * prints "SAVEPOINT <path>".
  */
 public class SavepointJob {
@@ -59,14 +61,42 @@ public class SavepointJob {
         numbers.connect(numbers.broadcast(broadcast)).process(new Broadcaster(broadcast)).uid("bcast")
                 .sinkTo(new DiscardingSink<>()).uid("sink-bc");
         JobClient client = env.executeAsync("statectl-formats");
-        Thread.sleep(5000);
-        String path = client.stopWithSavepoint(false, "file://" + args[4], SavepointFormatType.CANONICAL).get();
-        System.out.println("SAVEPOINT " + path);
-        System.exit(0);
+        // Every key must have seen values of all three residues mod 3 (its map holds three
+        // entries): 3 * keys consecutive numbers from one source subtask, so twice that in all.
+        // Counted, not timed: on a loaded machine 5 s were once not enough.
+        long deadline = System.currentTimeMillis() + 240_000;
+        while (Throttle.MAPPED.get() < 6 * keys && System.currentTimeMillis() < deadline) {
+            Thread.sleep(100);
+        }
+        try {
+            System.out.println("SAVEPOINT " + stopWithSavepoint(client, "file://" + args[4]));
+            System.exit(0);
+        } catch (Exception e) {
+            e.printStackTrace();
+            System.exit(1); // the local cluster's threads would keep the JVM alive
+        }
+    }
+
+    /** Retried while tasks are still starting (RocksDB's are slow to on a loaded machine). */
+    static String stopWithSavepoint(JobClient client, String target) throws Exception {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return client.stopWithSavepoint(false, target, SavepointFormatType.CANONICAL).get();
+            } catch (ExecutionException e) {
+                String message = String.valueOf(e.getMessage()).toLowerCase();
+                if (attempt == 120 || !message.contains("is not being executed at the moment")) {
+                    throw e;
+                }
+                Thread.sleep(500);
+            }
+        }
     }
 
     /** Slows the source down and keeps split and union list state. */
     public static class Throttle implements MapFunction<Long, Long>, CheckpointedFunction {
+        /** Records mapped by all subtasks (the local cluster runs in this JVM). */
+        static final AtomicLong MAPPED = new AtomicLong();
+
         private transient ListState<Long> split;
         private transient ListState<Long> union;
         private long last;
@@ -77,6 +107,7 @@ public class SavepointJob {
                 Thread.sleep(1);
             }
             last = value;
+            MAPPED.incrementAndGet();
             return value;
         }
 
