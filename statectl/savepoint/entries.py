@@ -327,6 +327,7 @@ class OperatorElement:
     subtask: int
     value: bytes  # a list element, or a broadcast state's whole map
     meta: StateMetaInfo | None  # from the file's header, when it parses
+    source: str  # the file it was read from, for errors found while decoding it
 
 
 @dataclass(frozen=True)
@@ -352,7 +353,9 @@ class OperatorFile:
                 for start, end in state.spans:
                     value = operator_state.element_bytes(data[start:end], layout.compressed)
                     meta = metas.get(state.name)
-                    yield OperatorElement(state.name, kind, self.subtask, value, meta)
+                    yield OperatorElement(
+                        state.name, kind, self.subtask, value, meta, stream.description
+                    )
         except StatectlError as exc:
             raise exc.with_source(stream.description) from None
 
@@ -381,7 +384,10 @@ def broadcast_entries(element: OperatorElement) -> list[tuple[bytes, bytes]] | N
     codec = operator_codec(element.meta, element.kind)
     if codec.key is None or codec.value is None:
         return None
-    return operator_state.split_broadcast_entries(element.value, codec.key, codec.value)
+    try:
+        return operator_state.split_broadcast_entries(element.value, codec.key, codec.value)
+    except StatectlError as exc:
+        raise exc.with_source(element.source) from None
 
 
 def element_codec(element: OperatorElement) -> StateCodec:

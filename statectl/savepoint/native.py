@@ -261,6 +261,14 @@ def _open(folder: str, instance: NativeInstance) -> Rdict:
         # The OPTIONS file carries Flink's merge operator (list state), so merge operands that
         # sit in different SST files (incremental checkpoints) read back merged.
         _, column_families = Options.load_latest(folder, ignore_unknown_options=True)
+    except Exception as exc:  # rocksdict raises plain Exception
+        options_file = next((f for f in instance.files if f.kind == "OPTIONS"), None)
+        raise FormatError(
+            f"{instance.description}: RocksDB cannot read its OPTIONS file "
+            f"({_local_text(exc, folder)})",
+            options_file.stream.description if options_file else instance.meta.description,
+        ) from None
+    try:
         return Rdict(
             folder,
             options=options,
@@ -272,15 +280,18 @@ def _open(folder: str, instance: NativeInstance) -> Rdict:
         if corrupt is not None:
             raise corrupt from None
         raise UnsupportedError(
-            f"rocksdict cannot open this RocksDB instance ({_local_text(exc, folder)}); files "
-            f"of a RocksDB or ForSt version it does not read? {_TAKE_CANONICAL}",
-            instance.description,
+            f"{instance.description}: rocksdict cannot open this RocksDB instance "
+            f"({_local_text(exc, folder)}); files of a RocksDB or ForSt version it does not "
+            f"read? {_TAKE_CANONICAL}",
+            instance.meta.description,
         ) from None
 
 
 def _local_text(exc: Exception, folder: str) -> str:
-    """RocksDB's message on one line, with the working folder left out of its paths."""
-    return " ".join(str(exc).replace(folder.rstrip("/") + "/", "").split())
+    """RocksDB's message on one printable line, with the working folder left out of its paths
+    (it may quote bytes of a damaged file)."""
+    text = str(exc).replace(folder.rstrip("/") + "/", "")
+    return " ".join("".join(c if c.isprintable() else "?" for c in text).split())
 
 
 _MAY_BE_CORRUPTED = re.compile(r"The file (\S+) may be corrupted\.")

@@ -480,11 +480,9 @@ class _Checker:
             handle.key_groups[0] >= 0 and handle.key_groups[1] < where.op.max_parallelism
         )  # else a coverage finding; rows outside the key groups cannot be read by key group
         if self.deep and header is not None and files_ok and in_range:
-            self._native_deep(where, handle, header)
+            self._native_deep(where, handle)
 
-    def _native_deep(
-        self, where: _Where, handle: IncrementalKeyedHandle, header: state_headers.KeyedStateHeader
-    ) -> None:
+    def _native_deep(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
         """Rows of the RocksDB instance, as canonical blocks, through the same key checks."""
         try:
             from statectl.savepoint import native
@@ -495,6 +493,7 @@ class _Checker:
         max_parallelism = where.op.max_parallelism
         try:
             instance = native.native_instance(self.sp, handle, where.op.uid or "")
+            _, header = native.meta_header(instance)  # the readers' rules for the meta file
             states = [(s.name, i) for i, s in enumerate(header.states)]
             blocks = native.read_blocks(
                 instance, states, *handle.key_groups, key_group_prefix_bytes(max_parallelism)
