@@ -6,6 +6,14 @@ Every layer raises these; the CLI turns them into `statectl: error: <file>: <wha
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """`text` as one printable line: line breaks become spaces, and other control characters
+    (names read from a damaged savepoint hold any) are escaped, so the line shows what is there.
+    """
+    text = " ".join(text.split("\n"))
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 class StatectlError(Exception):
     """Bad input or an unsupported operation. `source` names the file or object at fault."""
 

@@ -25,7 +25,7 @@ from statectl.cli import (
     uid_hash_cmd,
     verify_cmd,
 )
-from statectl.errors import StatectlError
+from statectl.errors import StatectlError, one_line
 
 app = typer.Typer(
     name="statectl",
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     except StatectlError as exc:
         if _debug:
             raise
-        report_error(str(exc).replace("\n", " "))
+        report_error(one_line(str(exc)))
         sys.exit(1)
     except KeyboardInterrupt:
         report_error("interrupted")

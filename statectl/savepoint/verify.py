@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statectl.errors import SavepointError, StatectlError
+from statectl.errors import SavepointError, StatectlError, one_line
 from statectl.formats import keyed_blocks, operator_state, snappy_framed, state_headers
 from statectl.formats.handles import (
     ChangelogByteIncrementHandle,
@@ -87,7 +87,7 @@ class Finding:
 
     def line(self, location: str) -> str:
         """`<file>: operator <op>, subtask <n>: <problem>` on one line."""
-        return f"{self.file or location}: {self.message}".replace("\n", " ")
+        return one_line(f"{self.file or location}: {self.message}")
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import pytest
 import typer
 
 from statectl.cli.main import app, main
+from statectl.errors import one_line
 from tests.reliability.corpus import COMMANDS, Case, Command, copy_fixture, corrupted_cases
 
 CASES = corrupted_cases()
@@ -99,7 +100,7 @@ def assert_one_line_error(code: int, stdout: str, stderr: str, case: Case, culpr
     assert len(lines) == 1, stderr
     assert stdout == "", stdout
     assert lines[0].startswith("statectl: error: "), stderr
-    assert str(culprit) in lines[0], (str(culprit), stderr)
+    assert one_line(str(culprit)) in lines[0], (str(culprit), stderr)  # NUL printed escaped
     assert any(problem in lines[0] for problem in case.problems), (case.problems, stderr)
 
 
@@ -109,7 +110,8 @@ def assert_finding(code: int, stdout: str, stderr: str, case: Case, culprit: Pat
     findings = stdout.strip().splitlines()
     assert findings, "verify found nothing"
     assert any(
-        line.startswith(str(culprit)) and any(p in line for p in case.problems) for line in findings
+        line.startswith(one_line(str(culprit))) and any(p in line for p in case.problems)
+        for line in findings
     ), (str(culprit), case.problems, findings)
 
 

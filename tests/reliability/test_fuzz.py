@@ -34,6 +34,7 @@ FOUND = [
     Mutant("hashmap_canonical_files", "huge", 776213899),
     Mutant("hashmap_maxp300", "flip", 1428150521),
     Mutant("rocksdb_native_full", "flip", 1495109186),
+    Mutant("rocksdb_native_full", "flip", 439067774),  # a file name with a control character
 ]
 MUTANTS = mutants(SEED, PER_KIND) + FOUND
 RSS_BUDGET = 256 << 20
