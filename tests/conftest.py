@@ -43,6 +43,17 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return int(done.value.code or 0), out.getvalue(), err.getvalue()
 
 
+def checksums(root: Path) -> dict[str, str]:
+    """SHA-256 of every file below `root`, by its relative path (inputs must stay untouched)."""
+    import hashlib
+
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
 def files_under(url: str | Path, storage_options: dict[str, Any] | None = None) -> dict[str, bytes]:
     """Every file below a folder (a path or any fsspec URL), by its path relative to it."""
     from fsspec.core import url_to_fs

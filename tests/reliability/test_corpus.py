@@ -12,7 +12,6 @@ session's `spark` fixture.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ import typer
 
 from statectl.cli.main import app, main
 from statectl.errors import one_line
+from tests.conftest import checksums
 from tests.reliability.corpus import COMMANDS, Case, Command, copy_fixture, corrupted_cases
 
 CASES = corrupted_cases()
@@ -31,14 +31,6 @@ def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
         main(argv)
     out, err = capsys.readouterr()
     return int(exit_info.value.code or 0), out, err
-
-
-def checksums(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def test_corpus_has_at_least_40_distinct_cases() -> None:

@@ -14,7 +14,6 @@ A fixed seed keeps the default run at a few minutes; `STATECTL_FUZZ_SEED` and
 
 from __future__ import annotations
 
-import hashlib
 import os
 import resource
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import checksums, run_cli
 from tests.reliability.fuzz import OUTSIDE, Mutant, mutants
 
 SEED = int(os.environ.get("STATECTL_FUZZ_SEED", "20261123"))
@@ -51,14 +50,6 @@ COMMANDS: dict[str, Argv] = {
 }
 # Commands that must succeed on every input `verify --deep` calls clean.
 TRUSTING_VERIFY = ("inspect --deep", "diff", "export", "migrate")
-
-
-def checksums(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def peak_rss() -> int:

@@ -12,7 +12,6 @@ No Spark here: `rescale` and `convert` must refuse while checking their input.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,7 +29,7 @@ from statectl.formats.handles import (
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.storage import locate
-from tests.conftest import run_cli
+from tests.conftest import checksums, run_cli
 from tests.reliability.corpus import (
     FILES,
     NATIVE,
@@ -133,14 +132,6 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(spark_job, "spark_context", refuse)
 
 
-def _checksums(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
-
-
 def _params() -> list[object]:
     combos = [(c, m) for c in CASES for m in COMMANDS]
     combos += [(c, m) for c in NATIVE_CASES for m in {**COMMANDS, **CONVERT}]
@@ -155,7 +146,7 @@ def test_escaping_handle_is_refused(case: str, command: str, tmp_path: Path) -> 
     pristine = copy_fixture(fixture, tmp_path / "pristine")
     out = tmp_path / "out"
     out.mkdir()
-    before = _checksums(tmp_path)
+    before = checksums(tmp_path)
 
     code, stdout, stderr = run_cli(*{**COMMANDS, **CONVERT}[command](sp, pristine, out))
 
@@ -165,7 +156,7 @@ def test_escaping_handle_is_refused(case: str, command: str, tmp_path: Path) -> 
     else:
         assert (code, stdout, stderr) == (1, "", f"statectl: error: {line}")
     assert list(out.iterdir()) == []  # nothing at DST, no staging sibling
-    assert _checksums(tmp_path) == before
+    assert checksums(tmp_path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["input", "out", "pristine"]
     assert PASSWD.read_text().splitlines()[0] not in stdout + stderr
 

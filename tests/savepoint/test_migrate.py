@@ -8,7 +8,6 @@ restoring the outputs is tests/savepoint/test_migrate_e2e.py.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import shutil
 from collections.abc import Iterator
@@ -37,7 +36,7 @@ from statectl.savepoint.model import Savepoint, operator_id_for_uid
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.verify import verify_location
 from statectl.savepoint.writer import STAGING_MARK
-from tests.conftest import FIXTURES, fixture_names, fixture_savepoint, load_manifest
+from tests.conftest import FIXTURES, checksums, fixture_names, fixture_savepoint, load_manifest
 from tests.flink import harness
 
 KEYED_STR = operator_id_for_uid("keyed-str")
@@ -59,14 +58,6 @@ def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
 def snapshot(name: str) -> Path:
     """The fixture's savepoint; a retained checkpoint where its absolute paths point."""
     return harness.checkpoint_in_place(FIXTURES / name)
-
-
-def checksums(root: Path) -> dict[str, str]:
-    return {
-        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
