@@ -29,6 +29,7 @@ from statectl.formats.handles import (
     RelativeFileHandle,
 )
 from statectl.formats.metadata import read_metadata
+from statectl.savepoint.model import operator_id_for_uid
 from tests.conftest import fixture_names, fixture_savepoint, load_manifest
 
 ORACLES = Path(__file__).parent / "oracles"
@@ -163,17 +164,11 @@ def test_savepoints_written_by_flink(
     classpath = os.pathsep.join([str(tmp_path), *map(str, flink_dist.parent.glob("*.jar"))])
     javac = ["javac", "-nowarn", "-cp", classpath, "-d", str(tmp_path)]
     subprocess.run([*javac, str(ORACLES / "SavepointJob.java")], check=True, capture_output=True)
-    for attempt in range(3):
-        job = [backend, compression, str(max_parallelism), "2000", str(tmp_path / f"sp{attempt}")]
-        run = subprocess.run(
-            ["java", "-cp", classpath, "SavepointJob", *job],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
-        # On a loaded machine a source subtask sometimes finishes before the savepoint, which
-        # Flink refuses for an operator with union state: a property of the run, not of what
-        # this test checks, so the job runs again.
-        if run.returncode == 0 or "PartialFinishingNotSupported" not in run.stderr:
-            break
+    job = [backend, compression, str(max_parallelism), "2000", str(tmp_path / "sp")]
+    run = subprocess.run(
+        ["java", "-cp", classpath, "SavepointJob", *job],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     directory = Path(run.stdout.split("SAVEPOINT ")[-1].split()[0].removeprefix("file:"))
     found = check_savepoint(directory)
@@ -185,7 +180,13 @@ def test_savepoints_written_by_flink(
         "cnt": keys, "lst": keys, "mp": 3 * keys, "_timer_state/processing_user-timers": keys
     }  # fmt: skip
     assert found.keys_checked == 6 * keys
-    assert found.elements == {"split": 6, "union": 2, "bc": 2, "SourceReaderState": 2}
+    # A source subtask that finished early (it happens on a loaded machine) keeps no state.
+    metadata = read_metadata((directory / "_metadata").read_bytes())
+    source = next(op for op in metadata.operators if op.operator_id == operator_id_for_uid("src"))
+    running_sources = sum(not s.finished for s in source.subtasks or ())
+    assert found.elements == {
+        "split": 6, "union": 2, "bc": 2, "SourceReaderState": running_sources
+    }  # fmt: skip
 
 
 # --- contents against the fixtures' manifests ---------------------------------------------

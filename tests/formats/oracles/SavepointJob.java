@@ -52,6 +52,10 @@ public class SavepointJob {
         DataStream<Long> numbers = env
                 .fromSource(new NumberSequenceSource(0, Long.MAX_VALUE), WatermarkStrategy.noWatermarks(), "gen")
                 .uid("src")
+                // Not chained to the source: a source subtask that finished early (seen now and
+                // then on 2 loaded cores) must not take a union-state subtask with it, which
+                // Flink's savepoint refuses (PartialFinishingNotSupportedByStateException).
+                .rebalance()
                 .map(new Throttle()).uid("opstate-map");
         numbers.keyBy(x -> "k" + (x % keys)).process(new Counter<String>()).uid("keyed-str")
                 .sinkTo(new DiscardingSink<>()).uid("sink-str");
