@@ -63,6 +63,19 @@ def files_under(url: str | Path, storage_options: dict[str, Any] | None = None) 
     return {path[len(root) :].strip("/"): fs.cat_file(path) for path in fs.find(root)}
 
 
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fails a test that starts Spark: bad input must be refused while the input is checked,
+    and commands that copy in-process (migrate) never need it."""
+    from statectl.rescale import spark_job
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        pytest.fail("the command started Spark")
+
+    monkeypatch.setattr(spark_job, "spark_session", refuse)
+    monkeypatch.setattr(spark_job, "spark_context", refuse)
+
+
 @pytest.fixture(scope="session")
 def flink_dist() -> Path:
     """flink-dist-2.3.0.jar, installed into the git-ignored cache on first use."""

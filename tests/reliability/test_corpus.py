@@ -39,18 +39,6 @@ def test_corpus_has_at_least_40_distinct_cases() -> None:
     assert len(set(names)) == len(names)
 
 
-@pytest.fixture
-def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Corrupt input must be refused before Spark starts (only the `spark` test may reach it)."""
-    from statectl.rescale import spark_job
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        pytest.fail("the command reached Spark: the corruption was not caught while planning")
-
-    monkeypatch.setattr(spark_job, "spark_session", refuse)
-    monkeypatch.setattr(spark_job, "spark_context", refuse)
-
-
 @pytest.mark.usefixtures("no_spark")
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.id)
 @pytest.mark.parametrize("case", [c for c in CASES if not c.reaches_spark], ids=lambda c: c.name)

@@ -120,16 +120,7 @@ CONVERT: dict[str, Argv] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An escaping handle must be refused while checking the input, before any Spark job."""
-    from statectl.rescale import spark_job
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        pytest.fail("the command reached Spark: the escaping handle was not refused")
-
-    monkeypatch.setattr(spark_job, "spark_session", refuse)
-    monkeypatch.setattr(spark_job, "spark_context", refuse)
+pytestmark = pytest.mark.usefixtures("no_spark")
 
 
 def _params() -> list[object]:

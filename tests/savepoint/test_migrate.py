@@ -43,16 +43,7 @@ KEYED_STR = operator_id_for_uid("keyed-str")
 KS = operator_id_for_uid("ks")
 
 
-@pytest.fixture(autouse=True)
-def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
-    """migrate copies in-process: starting Spark (and its JVM) is a failure."""
-    from statectl.rescale import spark_job
-
-    def refuse(*args: object, **kwargs: object) -> None:
-        pytest.fail("migrate started Spark")
-
-    monkeypatch.setattr(spark_job, "spark_session", refuse)
-    monkeypatch.setattr(spark_job, "spark_context", refuse)
+pytestmark = pytest.mark.usefixtures("no_spark")
 
 
 def snapshot(name: str) -> Path:
