@@ -29,13 +29,16 @@ test: setup flink-jars
 test-fast: setup
 	$(PY) -m pytest -m "not flink and not spark and not cluster"
 
+# ruff, mypy (strict for formats/) and the layer check: imports only point down.
 lint: setup
-	$(VENV)/bin/ruff check statectl tests
-	$(VENV)/bin/ruff format --check statectl tests
+	$(VENV)/bin/ruff check statectl tests bench
+	$(VENV)/bin/ruff format --check statectl tests bench
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -p no:randomly tests/test_layers.py
 
 format: setup
-	$(VENV)/bin/ruff format statectl tests
-	$(VENV)/bin/ruff check --fix statectl tests
+	$(VENV)/bin/ruff format statectl tests bench
+	$(VENV)/bin/ruff check --fix statectl tests bench
 
 # Rescale wall time against cp -r and peak RSS, on synthetic savepoints cached in .cache/bench/
 # (canonical 2 GiB and 0.5 GiB), then convert and rescale of a 1 GiB RocksDB NATIVE savepoint.

@@ -29,8 +29,8 @@ from pathlib import Path
 
 from statectl.formats import java_types
 from statectl.formats.handles import IncrementalKeyedHandle, LocalFile, RelativeFileHandle
+from statectl.formats.key_groups import key_group_range
 from statectl.formats.metadata import write_metadata
-from statectl.rescale.key_groups import key_group_range
 from statectl.savepoint.reader import open_savepoint
 
 REPO = Path(__file__).resolve().parents[1]

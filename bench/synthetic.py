@@ -27,13 +27,13 @@ from pathlib import Path
 
 from statectl.formats import java_types, keyed_blocks
 from statectl.formats.handles import KeyGroupsHandle, RelativeFileHandle
+from statectl.formats.key_groups import key_group_range
 from statectl.formats.metadata import (
     CheckpointMetadata,
     OperatorState,
     SubtaskState,
     write_metadata,
 )
-from statectl.rescale.key_groups import key_group_range
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
 

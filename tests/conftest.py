@@ -67,13 +67,13 @@ def files_under(url: str | Path, storage_options: dict[str, Any] | None = None) 
 def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
     """Fails a test that starts Spark: bad input must be refused while the input is checked,
     and commands that copy in-process (migrate) never need it."""
-    from statectl.rescale import spark_job
+    from statectl.execution import spark
 
     def refuse(*args: object, **kwargs: object) -> None:
         pytest.fail("the command started Spark")
 
-    monkeypatch.setattr(spark_job, "spark_session", refuse)
-    monkeypatch.setattr(spark_job, "spark_context", refuse)
+    monkeypatch.setattr(spark, "spark_session", refuse)
+    monkeypatch.setattr(spark, "spark_context", refuse)
 
 
 @pytest.fixture(scope="session")
@@ -88,7 +88,7 @@ def flink_dist() -> Path:
 @pytest.fixture(scope="session")
 def spark():
     """The one embedded SparkSession of the test session; `rescale()` picks it up as active."""
-    from statectl.rescale.spark_job import spark_session
+    from statectl.execution.spark import spark_session
 
     session = spark_session("local[2]")
     yield session

@@ -9,9 +9,9 @@ import typer
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
 from statectl.cli.rescale_cmd import warn_stale_staging
-from statectl.rescale.plan import plan_rescale
+from statectl.operations.rescale.plan import plan_rescale
+from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.verify import ensure_consistent
 
 FORMATS = ("canonical",)
 
@@ -73,7 +73,7 @@ def convert(
         else:
             output.print_plan(plan)
         return
-    from statectl.rescale.job import rescale as run_job
+    from statectl.operations.rescale.job import rescale as run_job
 
     warn_stale_staging(destination, options)
     with output.TaskProgress("convert", enabled=not json_output) as progress:

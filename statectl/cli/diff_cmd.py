@@ -11,11 +11,11 @@ from rich.table import Table
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
+from statectl.execution.engine import choose_engine
 from statectl.formats.state_values import jsonable
-from statectl.savepoint.diff import DiffReport, Example, StateDiff, diff, wants_spark
-from statectl.savepoint.engine import choose_engine
+from statectl.operations.diff import DiffReport, Example, StateDiff, diff, wants_spark
+from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.verify import ensure_consistent
 
 
 def diff_command(

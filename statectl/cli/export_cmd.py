@@ -8,11 +8,11 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
-from statectl.savepoint.engine import choose_engine
-from statectl.savepoint.export import export
+from statectl.execution.engine import choose_engine
+from statectl.operations.export import export
+from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.storage import locate
-from statectl.savepoint.verify import ensure_consistent
 
 
 def export_command(

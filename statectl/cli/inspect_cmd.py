@@ -8,9 +8,9 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_storage_options
+from statectl.operations.summary import summarize
+from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.summary import summarize
-from statectl.savepoint.verify import ensure_consistent
 
 
 def inspect(

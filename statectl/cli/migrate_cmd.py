@@ -10,7 +10,7 @@ from rich.table import Table
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_storage_options
 from statectl.cli.rescale_cmd import warn_stale_staging
-from statectl.savepoint.migrate import (
+from statectl.operations.migrate import (
     CARRIED,
     DROPPED,
     RENAMED,
@@ -19,8 +19,8 @@ from statectl.savepoint.migrate import (
     migrate,
     plan_migration,
 )
+from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.verify import ensure_consistent
 
 
 def migrate_command(

@@ -17,13 +17,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from statectl.rescale import rekey
-from statectl.savepoint.summary import OperatorSummary, SavepointSummary, SubtaskSummary
+from statectl.operations.rescale import rekey
+from statectl.operations.summary import OperatorSummary, SavepointSummary, SubtaskSummary
 
 if TYPE_CHECKING:
+    from statectl.operations.rescale.job import RescaleReport
+    from statectl.operations.rescale.plan import KeyedTarget, OperatorPlan, RescalePlan
     from statectl.progress import Progress as JobProgress
-    from statectl.rescale.job import RescaleReport
-    from statectl.rescale.plan import KeyedTarget, OperatorPlan, RescalePlan
 
 stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)

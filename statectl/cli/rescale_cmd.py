@@ -9,9 +9,9 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
-from statectl.rescale.plan import plan_rescale
+from statectl.operations.rescale.plan import plan_rescale
+from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.verify import ensure_consistent
 from statectl.savepoint.writer import stale_staging
 
 
@@ -95,7 +95,7 @@ def rescale(
         else:
             output.print_plan(plan)
         return
-    from statectl.rescale.job import rescale as run_rescale
+    from statectl.operations.rescale.job import rescale as run_rescale
 
     warn_stale_staging(destination, options)
 

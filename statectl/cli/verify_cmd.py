@@ -13,7 +13,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import StorageOptions, parse_storage_options
-from statectl.savepoint.verify import Verification, verify_location
+from statectl.operations.verify import Verification, verify_location
 
 
 def verify(

@@ -30,8 +30,8 @@ from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
 from statectl.savepoint import native
+from statectl.savepoint.keyed import canonical_header, iter_blocks
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
-from statectl.savepoint.summary import canonical_header, iter_blocks
 
 OPERATOR_KINDS = {
     DistributionMode.SPLIT_DISTRIBUTE: "LIST",

@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from statectl.operations.verify import verify
 from statectl.savepoint import writer
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.verify import verify
 from tests.conftest import files_under, fixture_savepoint, run_cli
 from tests.reliability.corpus import COMPRESSED, _flip_operator_chunk, copy_fixture
 
@@ -202,7 +202,7 @@ times, most recent failure: Lost task 0.0 in stage 3.0 (TID 7) (127.0.0.1 execut
 org.apache.spark.api.python.PythonException: Traceback (most recent call last):
   File "/x/pyspark/worker.py", line 1247, in main
     process()
-  File "/x/statectl/rescale/rekey.py", line 88, in shuffle_records
+  File "/x/statectl/operations/rescale/rekey.py", line 88, in shuffle_records
     raise FormatError("block runs past the end", "/sp/op-00000-keyed")
 {line}
 
@@ -228,7 +228,7 @@ org.apache.spark.api.python.PythonException: Traceback (most recent call last):
     ],
 )
 def test_a_task_error_from_a_worker_traceback(line: str, kind: str, text: str) -> None:
-    from statectl.rescale.spark_job import task_error
+    from statectl.execution.spark import task_error
 
     error = task_error(RuntimeError(_WORKER_TRACEBACK.format(line=line)))
     assert (type(error).__name__, str(error)) == (kind, text)
@@ -238,7 +238,7 @@ def test_a_task_error_from_a_worker_traceback(line: str, kind: str, text: str) -
 @pytest.mark.spark
 def test_errors_raised_inside_spark_tasks_are_one_line_naming_the_file(spark: Any) -> None:
     from statectl.errors import FormatError, SavepointError
-    from statectl.rescale.spark_job import collect
+    from statectl.execution.spark import collect
 
     def corrupt(_: int) -> int:
         raise FormatError("block runs past the end", "/sp/op-00000-keyed")

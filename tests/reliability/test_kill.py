@@ -22,8 +22,8 @@ import pytest
 
 from statectl.formats import java_types, keyed_blocks, state_headers
 from statectl.formats.handles import KeyGroupsHandle, RelativeFileHandle
+from statectl.operations.verify import verify
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.verify import verify
 from statectl.savepoint.writer import OWNER_FILE, STAGING_MARK
 from tests.conftest import REPO
 from tests.reliability.corpus import FILES, copy_fixture, load, save, with_subtask

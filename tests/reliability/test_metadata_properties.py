@@ -21,7 +21,7 @@ from statectl.errors import StatectlError
 from statectl.formats import keyed_blocks, snappy_framed, state_headers
 from statectl.formats.handles import KeyGroupsHandle, RelativeFileHandle
 from statectl.formats.metadata import read_metadata
-from statectl.savepoint.verify import verify_location
+from statectl.operations.verify import verify_location
 from tests.conftest import fixture_names, fixture_savepoint
 
 METADATA = {name: (fixture_savepoint(name) / "_metadata").read_bytes() for name in fixture_names()}

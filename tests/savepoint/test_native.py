@@ -23,11 +23,11 @@ from statectl.formats.handles import (
     SegmentFileHandle,
 )
 from statectl.formats.metadata import snapshot_kind
-from statectl.rescale.plan import plan_rescale
+from statectl.operations.rescale.plan import plan_rescale
+from statectl.operations.summary import summarize
 from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.summary import summarize
 from tests.conftest import FIXTURES, fixture_savepoint, load_manifest
 from tests.flink import harness
 
@@ -268,7 +268,7 @@ def test_an_instance_rocksdict_cannot_open_is_refused_with_advice() -> None:
 
 def test_changelog_state_is_refused_with_advice() -> None:
     from statectl.formats.handles import ChangelogHandle
-    from statectl.rescale.job import build_tasks
+    from statectl.operations.rescale.job import build_tasks
 
     sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
 

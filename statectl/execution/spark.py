@@ -1,0 +1,360 @@
+"""The Spark engine: a command's tasks as a PySpark job, packed into one Spark task per core.
+
+`local[*]` starts an embedded session; any other `--master` is a cluster, to which the
+`statectl` package is shipped as a zip (workers need its dependencies, see README).
+Spark's console progress is off and its log level WARN; progress is reported through a
+callback fed by accumulators of files written and their state bytes.
+
+Start-up dominates small and medium jobs, so the engine starts a bare SparkContext (no SQL
+session, which costs as much again) and the driver JVM, which only schedules, skips the
+optimising JIT. Tasks are packed by bytes into at most one Spark task per core: a Spark task
+costs tens of milliseconds, most of statectl's tasks (operator state, small files) far less.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import heapq
+import itertools
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from statectl import errors
+from statectl.execution.engine import SortKey, Work, total_work
+from statectl.progress import Progress, ProgressCallback, finished
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+
+T = TypeVar("T")
+R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+_QUIET_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.shuffle.partitions": "8",
+}
+
+
+def spark_session(
+    master: str = DEFAULT_MASTER, conf: Mapping[str, str] | None = None
+) -> SparkSession:
+    """The active SparkSession, or a new one; flags win over spark-defaults.conf."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    spark_context(master, conf)
+    return SparkSession.builder.getOrCreate()  # over the context just started
+
+
+def spark_context(
+    master: str = DEFAULT_MASTER, conf: Mapping[str, str] | None = None
+) -> SparkContext:
+    """The active SparkContext, or a new one without a SQL session (tasks need none)."""
+    from pyspark import SparkConf, SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        return active
+    log_config = Path(__file__).with_name("log4j2.properties")
+    java_options = f"-Dlog4j2.configurationFile={log_config.as_uri()} -XX:TieredStopAtLevel=1"
+    settings = {**_QUIET_CONF, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
+    if master.startswith("local"):
+        # An embedded session talks to nothing but itself, and its Python workers must see
+        # the driver's packages: PySpark otherwise starts whatever `python3` is on PATH.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        settings.setdefault("spark.driver.host", "127.0.0.1")
+        settings.setdefault("spark.driver.bindAddress", "127.0.0.1")
+        settings.setdefault("spark.python.daemon.module", "statectl.execution.spark_daemon")
+    spark_conf = SparkConf().setMaster(master).setAppName("statectl")
+    for key, value in settings.items():
+        spark_conf.set(key, value)
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    context = SparkContext.getOrCreate(spark_conf)
+    context.setLogLevel("WARN")
+    if not master.startswith("local"):
+        _ship_package(context)
+    return context
+
+
+def _ship_package(context: SparkContext) -> None:
+    """Put `statectl` on the executors' Python path (its dependencies must be installed there)."""
+    package_dir = Path(__file__).resolve().parents[1]
+    scratch = Path(tempfile.mkdtemp(prefix="statectl-pyfiles-"))
+    # The driver serves the zip from here for as long as the session lives: remove it at exit.
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    archive_base = scratch / "statectl"
+    archive = shutil.make_archive(str(archive_base), "zip", package_dir.parent, package_dir.name)
+    context.addPyFile(archive)
+
+
+@dataclass
+class SparkEngine:
+    """The active SparkContext, or one started on first use with `--master` and `--conf`."""
+
+    master: str = DEFAULT_MASTER
+    conf: Mapping[str, str] = field(default_factory=dict)
+    name: str = "spark"
+
+    @property
+    def context(self) -> SparkContext:
+        return spark_context(self.master, dict(self.conf))
+
+    def start(self) -> None:
+        spark_context(self.master, dict(self.conf))
+
+    def run(
+        self,
+        tasks: Sequence[T],
+        fn: Callable[[T], R],
+        work: Work[T] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[R]:
+        if not tasks:
+            return []
+        context = self.context
+        weights = [work(task)[1] if work is not None else 0 for task in tasks]
+        bins = pack(weights, max(1, context.defaultParallelism))
+        # Spark tasks carry task indexes; the tasks travel once per executor, so many tasks
+        # packed into few Spark tasks never make oversized ones.
+        shared = context.broadcast(list(tasks))
+        files_done, bytes_done = context.accumulator(0), context.accumulator(0)
+        run = guarded(fn)
+
+        def run_counted(index: int) -> tuple[int, R | TaskFailure]:
+            task = shared.value[index]
+            result = run(task)
+            if work is not None and not isinstance(result, TaskFailure):
+                task_files, task_bytes = work(task)
+                files_done.add(task_files)
+                bytes_done.add(task_bytes)
+            return index, result
+
+        job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
+        _name_job(context, f"{len(tasks)} tasks")
+        total_files, total_bytes = total_work(tasks, work)
+        stop = threading.Event()
+        watcher = None
+        if progress is not None:
+
+            def report() -> Progress:
+                files = min(files_done.value, total_files)
+                return Progress(files, total_files, min(bytes_done.value, total_bytes), total_bytes)
+
+            watcher = threading.Thread(target=_watch, args=(report, progress, stop), daemon=True)
+            watcher.start()
+        try:
+            results = raise_failures([r for _, r in sorted(collect(job), key=_first)])
+        finally:
+            stop.set()
+            if watcher is not None:
+                watcher.join()
+            with contextlib.suppress(Exception):  # never hide the job's own error
+                shared.destroy()
+        if progress is not None:  # only a job that succeeded has run every task
+            progress(finished(total_files, total_bytes))
+        return results
+
+    def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
+        return [result for results in self.run(tasks, fn) for result in results]
+
+    def group_reduce(
+        self,
+        tasks: Sequence[T],
+        emit: Callable[[T], list[tuple[K, V]]],
+        reduce: Callable[[K, list[V]], R],
+    ) -> list[R]:
+        if not tasks:
+            return []
+        guarded_emit = guarded(emit)
+        guarded_reduce = guarded(lambda kv: reduce(kv[0], list(kv[1])))
+
+        def pairs(task: T) -> list[Any]:
+            emitted = guarded_emit(task)
+            return [(_FAILED, emitted)] if isinstance(emitted, TaskFailure) else emitted
+
+        def reduced(group: tuple[Any, Any]) -> Any:
+            return next(iter(group[1])) if group[0] == _FAILED else guarded_reduce(group)
+
+        context = self.context
+        rdd = context.parallelize(list(tasks), numSlices=len(tasks)).flatMap(pairs)
+        _name_job(context, f"group {len(tasks)} tasks")
+        return raise_failures(collect(rdd.groupByKey().map(reduced)))
+
+    def sort_partitions(
+        self,
+        sources: Sequence[T],
+        records: Callable[[T], Iterable[tuple[SortKey, V]]],
+        partitions: int,
+        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+    ) -> list[R]:
+        """`repartitionAndSortWithinPartitions`: Spark spills what does not fit in memory."""
+        context = self.context
+        shared = context.broadcast(list(sources))
+
+        def emitted(index: int) -> Iterator[tuple[Any, Any]]:
+            try:
+                yield from records(shared.value[index])
+            except (errors.StatectlError, OSError) as exc:
+                yield _FAILURE_KEY, failure(exc)
+
+        def written(partition: int, sorted_records: Iterator[Any]) -> Iterator[R | TaskFailure]:
+            head = next(sorted_records, None)
+            if head is not None and head[0] == _FAILURE_KEY:
+                yield head[1]
+                return
+            stream = sorted_records if head is None else itertools.chain((head,), sorted_records)
+            yield guarded(lambda n: write(n, stream))(partition)
+
+        _name_job(context, f"shuffle {len(sources)} sources")
+        try:
+            job = (
+                context.parallelize(range(len(sources)), numSlices=max(1, len(sources)))
+                .flatMap(emitted)
+                .repartitionAndSortWithinPartitions(partitions, partitionFunc=_first)
+                .mapPartitionsWithIndex(written)
+            )
+            return raise_failures(collect(job))
+        finally:
+            with contextlib.suppress(Exception):
+                shared.destroy()
+
+
+_FAILED = "\0statectl: task failed"  # group_reduce: the key of a failed task's TaskFailure
+# sort_partitions: a failed source's key, first in partition 0, whose writer reports it
+_FAILURE_KEY = (0,)
+
+
+def _name_job(context: SparkContext, what: str) -> None:
+    context.setJobGroup(f"statectl-{uuid.uuid4().hex}", f"statectl: {what}", interruptOnCancel=True)
+
+
+def pack(weights: Sequence[int], slots: int) -> list[list[int]]:
+    """Task indexes in at most `slots` bins of about equal weight (heaviest first, to the
+    lightest bin); no bin is empty."""
+    bins: list[list[int]] = [[] for _ in range(min(slots, len(weights)))]
+    loads = [(0, n) for n in range(len(bins))]
+    for index in sorted(range(len(weights)), key=lambda i: -weights[i]):
+        load, n = heapq.heappop(loads)
+        bins[n].append(index)
+        heapq.heappush(loads, (load + weights[index], n))
+    return bins
+
+
+def _items(bin_: list[int]) -> list[int]:
+    return bin_
+
+
+def _first(pair: tuple[int, Any]) -> int:
+    """A (task index, result) pair's index; a shuffle key's partition."""
+    return pair[0]
+
+
+def _watch(
+    report: Callable[[], Progress], progress: ProgressCallback, stop: threading.Event
+) -> None:
+    while not stop.wait(0.25):  # the accumulators count the Spark tasks that finished
+        progress(report())
+
+
+# --- errors inside tasks -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TaskFailure:
+    """A task's bad-input error, returned as a value: raised inside a Spark task it would reach
+    the driver as a Java exception carrying the worker's traceback instead of one clear line."""
+
+    kind: str  # the StatectlError subclass name
+    message: str
+    source: str | None
+
+    def error(self) -> errors.StatectlError:
+        error_class = getattr(errors, self.kind, errors.StatectlError)
+        return error_class(self.message, self.source)
+
+
+def guarded(fn: Callable[[T], R]) -> Callable[[T], R | TaskFailure]:
+    """`fn` for a Spark task: statectl's own errors and I/O errors come back as TaskFailure."""
+
+    def run(item: T) -> R | TaskFailure:
+        try:
+            return fn(item)
+        except (errors.StatectlError, OSError) as exc:
+            return failure(exc)
+
+    return run
+
+
+def failure(exc: errors.StatectlError | OSError) -> TaskFailure:
+    """The TaskFailure of a task's error: its message and the file it names."""
+    if isinstance(exc, errors.StatectlError):
+        return TaskFailure(type(exc).__name__, exc.message, exc.source)
+    source = None if exc.filename is None else str(exc.filename)
+    return TaskFailure("SavepointError", exc.strerror or str(exc), source)
+
+
+def raise_failures(results: list[Any]) -> list[Any]:
+    """The results, after raising the first TaskFailure among them on the driver."""
+    for result in results:
+        if isinstance(result, TaskFailure):
+            raise result.error()
+    return results
+
+
+def collect(rdd: Any) -> list[Any]:
+    """`rdd.collect()`, with an error a task raised anyway (one `guarded` did not catch) as one
+    line instead of the Java exception that carries the worker's traceback."""
+    try:
+        return rdd.collect()
+    except Exception as exc:
+        error = task_error(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+_OS_ERROR = re.compile(r"\[Errno (\d+)\] (.+?)(?:: '(.*)')?$")
+
+
+def task_error(exc: BaseException) -> Exception | None:
+    """The Python exception inside a failed Spark job's error (Py4JJavaError or PythonException
+    text: '... Traceback (most recent call last): ... <Type>: <message>'), rebuilt: statectl's
+    errors and OSErrors as a StatectlError naming their file, others as a RuntimeError."""
+    text = str(exc)
+    marker = "Traceback (most recent call last):"
+    if marker not in text:
+        return None
+    frames = text.rsplit(marker, 1)[1].splitlines()[1:]
+    line = next((f for f in frames if f.strip() and not f.startswith((" ", "\t"))), None)
+    if line is None:
+        return None
+    qualified, _, message = line.partition(": ")
+    kind = qualified.rsplit(".", 1)[-1]
+    error_class = getattr(errors, kind, None)
+    if isinstance(error_class, type) and issubclass(error_class, errors.StatectlError):
+        source, sep, rest = message.partition(": ")
+        return error_class(rest, source) if sep else error_class(message)
+    os_error = _OS_ERROR.match(message)
+    if os_error is not None and kind.endswith("Error"):
+        return errors.SavepointError(os_error[2], os_error[3])
+    return RuntimeError(f"a Spark task failed: {kind}: {message}")

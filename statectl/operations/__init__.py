@@ -1,0 +1,1 @@
+"""What statectl does to savepoints: inspect, verify, diff, export, migrate, rescale."""

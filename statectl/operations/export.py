@@ -1,0 +1,387 @@
+"""`statectl export`: every state entry of a savepoint as one row of Parquet.
+
+Rows come from `entries` (CANONICAL keyed state, operator list and broadcast state), with the
+raw bytes of each part (§4.6: key, namespace, map user key; the stored value) and JSON columns
+decoding them where the serializers are base types (String, Long, …; list and map state of them).
+
+One file: written in-process with pyarrow's ParquetWriter, a row group per batch (memory stays
+bounded), to a temporary sibling renamed into place at the end. A folder (OUT ends with `/`, or
+`--spark`): one part file per task, written in-process or by a Spark job, into a staging folder
+moved into place at the end. An existing output is refused unless `overwrite`, and even then
+unless it is what export writes: a Parquet file of this schema, or a folder holding only
+`part-NNNNN.parquet` files of it (`writer.OutputKind`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from statectl.errors import StatectlError
+from statectl.execution.engine import Engine, LocalEngine
+from statectl.formats.state_values import UNKNOWN, StateCodec, jsonable
+from statectl.savepoint import entries, writer
+from statectl.savepoint.entries import KeyedSource, OperatorFile
+from statectl.savepoint.model import Savepoint
+from statectl.savepoint.storage import Location, locate
+
+SCHEMA = pa.schema(
+    [
+        pa.field("operator", pa.string(), nullable=False),  # uid, or the hex id without one
+        pa.field("operator_id", pa.string(), nullable=False),
+        pa.field("scope", pa.string(), nullable=False),  # keyed | operator
+        pa.field("state", pa.string(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # VALUE, LIST, MAP, …, UNION, BROADCAST
+        pa.field("subtask", pa.int32(), nullable=False),
+        pa.field("key_group", pa.int32()),
+        pa.field("key", pa.binary()),
+        pa.field("namespace", pa.binary()),
+        pa.field("user_key", pa.binary()),
+        pa.field("timestamp", pa.int64()),
+        pa.field("value", pa.binary()),
+        pa.field("key_json", pa.string()),
+        pa.field("user_key_json", pa.string()),
+        pa.field("value_json", pa.string()),
+    ]
+)
+BATCH_ROWS = 65536
+BATCH_BYTES = 64 << 20
+CHUNK_BYTES = 128 << 20  # key-group blocks per part file in folder output
+TEMP_MARK = ".statectl-tmp-"
+
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True)
+class ExportReport:
+    output: str
+    rows: int
+    files: int
+    engine: str
+    states: dict[str, int] = field(default_factory=dict)  # "operator/state" -> rows
+
+
+# --- what to export --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExportTask:
+    """A range of key groups of a keyed file, or an operator-state file; `state` filters."""
+
+    keyed: KeyedSource | None = None
+    key_groups: tuple[int, int] | None = None
+    operator: OperatorFile | None = None
+    state: str | None = None
+    part: str = ""  # file name inside the output folder (folder output only)
+
+
+def plan_export(
+    sp: Savepoint, operator: str | None = None, state: str | None = None, chunk: bool = False
+) -> list[ExportTask]:
+    """Tasks in savepoint order; `chunk` splits large keyed files (for folder output)."""
+    ops = [sp.find_operator(operator)] if operator else list(sp.operators)
+    tasks: list[ExportTask] = []
+    known: set[str] = set()
+    for op in ops:
+        for keyed in entries.keyed_files(sp, op):
+            known.update(s.name for s in keyed.header().states)
+            ranges: list[tuple[int, int] | None] = [None]
+            if chunk:
+                ranges = list(keyed.chunks(CHUNK_BYTES))
+            tasks += [ExportTask(keyed, r, state=state) for r in ranges]
+        for file in entries.operator_files(sp, op):
+            known.update(s.name for s in file.handle.states)
+            tasks.append(ExportTask(operator=file, state=state))
+    if state is not None and state not in known:
+        listed = ", ".join(sorted(known)) or "none"
+        raise StatectlError(f"unknown state {state!r}; known states: {listed}", sp.directory.url)
+    return [
+        ExportTask(t.keyed, t.key_groups, t.operator, t.state, f"part-{n:05d}.parquet")
+        for n, t in enumerate(tasks)
+    ]
+
+
+# --- rows ------------------------------------------------------------------------------------
+
+
+def task_rows(task: ExportTask) -> Iterator[Row]:
+    if task.keyed is not None:
+        yield from _keyed_rows(task.keyed, task.key_groups, task.state)
+    if task.operator is not None:
+        yield from _operator_rows(task.operator, task.state)
+
+
+def _json(value: Any) -> str | None:
+    if value is UNKNOWN:
+        return None
+    text = json.dumps(jsonable(value), ensure_ascii=False)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a Java string may hold lone surrogates: keep them as \ud8xx
+        return json.dumps(jsonable(value))
+    return text
+
+
+def _keyed_rows(
+    file: KeyedSource, key_groups: tuple[int, int] | None, state: str | None
+) -> Iterator[Row]:
+    header = file.header()
+    codecs = entries.codecs_for(header)
+    for entry in file.entries(key_groups, header):
+        name = entry.state.name
+        if state is not None and name != state:
+            continue
+        codec = codecs[name]
+        try:
+            parts = entries.split_key(entry, file.max_parallelism, codec)
+        except StatectlError as exc:
+            where = f"{file.description} (key group {entry.key_group}, state {name})"
+            raise exc.with_source(where) from None
+        user_key = parts.user_key
+        yield (
+            file.operator,
+            file.operator_id,
+            "keyed",
+            name,
+            entry.state.kind,
+            file.subtask,
+            entry.key_group,
+            parts.key,
+            parts.namespace,
+            user_key,
+            parts.timestamp,
+            entry.value,
+            _json(codec.decode_key(parts.key)),
+            None if user_key is None else _json(codec.decode_user_key(user_key)),
+            _json(codec.decode_value(entry.value)),
+        )
+
+
+def _operator_rows(file: OperatorFile, state: str | None) -> Iterator[Row]:
+    for element in file.elements():
+        if state is not None and element.state != state:
+            continue
+        codec = entries.element_codec(element)
+        base = (file.operator, file.operator_id, "operator", element.state, element.kind)
+        base += (file.subtask, None)
+        pairs = entries.broadcast_entries(element) if element.kind == "BROADCAST" else None
+        if pairs is None:  # a list element, or a broadcast map we cannot split
+            yield (*base, None, None, None, None, element.value, None, None, _value(codec, element))
+            continue
+        for key, value in pairs:
+            yield (
+                *base,
+                key,
+                None,
+                None,
+                None,
+                value,
+                _json(codec.decode_key(key)),
+                None,
+                _json(codec.decode_value(value)),
+            )
+
+
+def _value(codec: StateCodec, element: entries.OperatorElement) -> str | None:
+    return None if element.kind == "BROADCAST" else _json(codec.decode_value(element.value))
+
+
+# --- writing ---------------------------------------------------------------------------------
+
+
+def write_rows(rows: Iterator[Row], sink: Any) -> tuple[int, dict[str, int]]:
+    """Rows into one Parquet stream, a row group per batch; (rows, rows per operator/state)."""
+    total = 0
+    per_state: dict[str, int] = {}
+    with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as parquet:
+        batch: list[Row] = []
+        size = 0
+        for row in rows:
+            batch.append(row)
+            size += len(row[11]) + len(row[7] or b"") + 64
+            label = f"{row[0]}/{row[3]}"
+            per_state[label] = per_state.get(label, 0) + 1
+            if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
+                parquet.write_batch(_batch(batch))
+                total += len(batch)
+                batch, size = [], 0
+        if batch or total == 0:
+            parquet.write_batch(_batch(batch))
+            total += len(batch)
+    return total, per_state
+
+
+def _batch(rows: list[Row]) -> pa.RecordBatch:
+    columns = list(zip(*rows, strict=True)) if rows else [() for _ in SCHEMA]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(c, type=f.type) for c, f in zip(columns, SCHEMA, strict=True)], schema=SCHEMA
+    )
+
+
+@dataclass(frozen=True)
+class _PartResult:
+    part: str
+    rows: int
+    per_state: dict[str, int]
+
+
+def write_part(
+    task: ExportTask, folder_url: str, storage_options: dict[str, Any] | None
+) -> list[_PartResult]:
+    """One task's rows as one part file of the output folder (none when it has no rows)."""
+    rows = task_rows(task)
+    first = next(rows, None)
+    if first is None:
+        return []
+    target = locate(folder_url, storage_options).child(task.part)
+    with target.fs.open(target.path, "wb") as sink:
+        count, per_state = write_rows(_chain(first, rows), sink)
+    return [_PartResult(task.part, count, per_state)]
+
+
+def _chain(first: Row, rest: Iterator[Row]) -> Iterator[Row]:
+    yield first
+    yield from rest
+
+
+# --- the command -----------------------------------------------------------------------------
+
+
+def export(
+    sp: Savepoint,
+    output: str,
+    *,
+    operator: str | None = None,
+    state: str | None = None,
+    folder: bool = False,
+    engine: Engine | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ExportReport:
+    """Export into one Parquet file, or into a folder of part files (`folder`, or a trailing /)."""
+    folder = folder or output.endswith("/")
+    writer.ensure_not_inside(sp.directory, output, storage_options)
+    tasks = plan_export(sp, operator, state, chunk=folder)
+    if folder:
+        return _export_folder(tasks, output, engine or LocalEngine(), overwrite, storage_options)
+    return _export_file(tasks, output, overwrite, storage_options)
+
+
+def _export_file(
+    tasks: list[ExportTask], output: str, overwrite: bool, storage_options: dict[str, Any] | None
+) -> ExportReport:
+    target = locate(output, storage_options)
+    writer.check_destination(target, overwrite, PARQUET_FILE)
+    temp = target.parent.child(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex[:12]}")
+    try:
+        try:
+            sink = temp.fs.open(temp.path, "wb")
+        except OSError as exc:
+            raise writer.unwritable(exc, target) from None
+        with sink:
+            rows, per_state = write_rows((r for t in tasks for r in task_rows(t)), sink)
+        _replace(temp, target)
+    except BaseException:
+        _remove(temp)
+        raise
+    return ExportReport(target.url, rows, 1, "local", per_state)
+
+
+def _export_folder(
+    tasks: list[ExportTask],
+    output: str,
+    engine: Engine,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None,
+) -> ExportReport:
+    staged = writer.stage(output.rstrip("/"), overwrite, storage_options, PARQUET_FOLDER)
+    try:
+        url = staged.staging_url
+
+        def run(task: ExportTask) -> list[_PartResult]:
+            return write_part(task, url, storage_options)
+
+        parts = engine.flat_map(tasks, run)
+        if not parts:  # an empty export still has a schema
+            with staged.staging.fs.open(staged.staging.child("part-00000.parquet").path, "wb") as f:
+                write_rows(iter(()), f)
+        writer.publish_folder(staged)
+    except BaseException:
+        writer.discard(staged)
+        raise
+    per_state: dict[str, int] = {}
+    for part in parts:
+        for label, count in part.per_state.items():
+            per_state[label] = per_state.get(label, 0) + count
+    rows = sum(p.rows for p in parts)
+    return ExportReport(staged.destination.url, rows, max(len(parts), 1), engine.name, per_state)
+
+
+def _replace(source: Location, target: Location) -> None:
+    """Move a finished file over the target: the old file stays until the new one replaces it
+    (a rename locally, a copy over the same key on object stores)."""
+    try:
+        if source.is_local:
+            os.replace(source.path, target.path)
+        else:
+            source.fs.mv(source.path, target.path)
+    except OSError as exc:
+        raise writer.unwritable(exc, target) from None
+
+
+# --- what --overwrite may replace --------------------------------------------------------------
+
+_PART = re.compile(r"part-\d{5}\.parquet")
+
+
+def _file_refusal(target: Location) -> str | None:
+    if writer.is_folder(target):
+        return "is a folder, not a Parquet file written by statectl export"
+    if not _has_export_schema(target):
+        return "is not a Parquet file written by statectl export"
+    return None
+
+
+def _folder_refusal(target: Location) -> str | None:
+    not_ours = "is not a folder of Parquet part files written by statectl export"
+    if not writer.is_folder(target):
+        return not_ours
+    paths = sorted(target.fs.ls(target.path, detail=False))
+    names = [p.rstrip("/").rsplit("/", 1)[-1] for p in paths]
+    if not all(_PART.fullmatch(name) for name in names):
+        return not_ours
+    if paths and not _has_export_schema(target.child(names[0])):
+        return not_ours
+    return None
+
+
+def _has_export_schema(file: Location) -> bool:
+    """A Parquet file whose columns are export's (its footer only is read)."""
+    try:
+        with file.fs.open(file.path, "rb") as source:
+            schema = pq.read_schema(source)
+    except (OSError, pa.ArrowException, ValueError):
+        return False
+    return schema.names == SCHEMA.names
+
+
+PARQUET_FILE = writer.OutputKind(_file_refusal, "output exists; pass --overwrite to replace it")
+PARQUET_FOLDER = writer.OutputKind(_folder_refusal, "output exists; pass --overwrite to replace it")
+
+
+def _remove(location: Location) -> None:
+    try:
+        if location.exists():
+            location.fs.rm(location.path, recursive=True)
+    except OSError:
+        pass

@@ -1,0 +1,223 @@
+"""Renaming operators' uids and dropping operators' state: a new, self-contained savepoint.
+
+`plan_migration` is the pure metadata transformation: a renamed operator takes the operator id
+Flink derives from its new uid (murmur3_128 of the UTF-8 bytes, flink-savepoint-format.md §6.6)
+and, in V5+ metadata, the new uid; a dropped operator leaves `_metadata` entirely, so a job
+without it restores without `allowNonRestoredState`. Everything else stays as it was: the
+metadata version, checkpoint id, master states and the properties tail.
+
+`migrate` writes the result like rescale does: every remaining operator's files are copied into
+the destination and referenced by relative handles (code 6), inline state stays inline, RocksDB
+native handles are relocated file by file. The copies run in this process (no Spark, no JVM),
+`_metadata` is written last into a staging sibling that is then published; the input is never
+modified.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.errors import StatectlError
+from statectl.formats.java_io import encode_modified_utf8
+from statectl.formats.metadata import CheckpointMetadata, OperatorState
+from statectl.progress import Progress, ProgressCallback
+from statectl.savepoint import writer
+from statectl.savepoint.files import CopyResult, CopyTask, copy_file
+from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
+from statectl.savepoint.relocate import CopyNames, carry_over
+from statectl.savepoint.storage import locate
+
+RENAMED, DROPPED, CARRIED = "renamed", "dropped", "carried"
+
+
+@dataclass(frozen=True)
+class OperatorChange:
+    """What happens to one operator of the input. `new_*` are None for a dropped operator."""
+
+    action: str  # RENAMED | DROPPED | CARRIED
+    old_id: str
+    old_uid: str | None
+    new_id: str | None
+    new_uid: str | None
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    source: Savepoint
+    changes: tuple[OperatorChange, ...]  # one per input operator, in input order
+    metadata: CheckpointMetadata  # the output's metadata, handles still pointing at the input
+
+
+def plan_migration(
+    source: Savepoint, renames: Sequence[tuple[str, str]] = (), drops: Sequence[str] = ()
+) -> MigrationPlan:
+    """Resolve `renames` (OLD uid or id → NEW uid) and `drops` (uid or id) against `source`.
+
+    Errors (unknown operator, an operator named twice, an empty uid, two operators that would
+    end up with the same operator id) are StatectlErrors naming the savepoint.
+    """
+    where = source.directory.url
+    named: dict[bytes, str] = {}  # operator id → the option that named it
+
+    def resolve(name: str, option: str) -> OperatorState:
+        op = source.find_operator(name)
+        if op.operator_id in named:
+            raise StatectlError(
+                f"operator {describe_operator(op)} is named twice ({named[op.operator_id]} and "
+                f"{option})",
+                where,
+            )
+        named[op.operator_id] = option
+        return op
+
+    new_uids: dict[bytes, str] = {}
+    for old, new in renames:
+        if not new:
+            raise StatectlError(f"--rename-uid {old}=: the new uid is empty", where)
+        if len(encode_modified_utf8(new)) > 0xFFFF:
+            raise StatectlError(f"--rename-uid {old}=…: the new uid is too long", where)
+        new_uids[resolve(old, f"--rename-uid {old}={new}").operator_id] = new
+    dropped = {resolve(name, f"--drop {name}").operator_id for name in drops}
+
+    changes: list[OperatorChange] = []
+    operators: list[OperatorState] = []
+    owner: dict[bytes, OperatorChange] = {}  # output operator id → the change that put it there
+    for op in source.operators:
+        if op.operator_id in dropped:
+            changes.append(OperatorChange(DROPPED, op.operator_id_hex, op.uid, None, None))
+            continue
+        if op.operator_id in new_uids:
+            uid = new_uids[op.operator_id]
+            new_id = operator_id_for_uid(uid)
+            change = OperatorChange(RENAMED, op.operator_id_hex, op.uid, new_id.hex(), uid)
+            op = dataclasses.replace(op, operator_id=new_id, uid=uid)
+        else:
+            change = OperatorChange(CARRIED, op.operator_id_hex, op.uid, op.operator_id_hex, op.uid)
+        if op.operator_id in owner:
+            _id_taken(owner[op.operator_id], change, where)
+        owner[op.operator_id] = change
+        changes.append(change)
+        operators.append(op)
+    metadata = dataclasses.replace(source.metadata, operators=tuple(operators))
+    return MigrationPlan(source, tuple(changes), metadata)
+
+
+def _id_taken(first: OperatorChange, second: OperatorChange, where: str) -> None:
+    """Two operators of the output would share an operator id: name the rename at fault."""
+    renamed, other = (second, first) if second.action == RENAMED else (first, second)
+    if other.action == RENAMED:
+        taken = f"the new id of {other.old_uid or other.old_id} (renamed to {other.new_uid!r})"
+    else:
+        taken = f"operator {other.new_uid} ({other.new_id})" if other.new_uid else other.new_id
+        taken = f"taken by {taken}; drop or rename that one too"
+    raise StatectlError(
+        f"cannot rename {renamed.old_uid or renamed.old_id} to {renamed.new_uid!r}: its "
+        f"operator id {renamed.new_id} is {taken}",
+        where,
+    )
+
+
+# --- writing ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OperatorReport:
+    change: OperatorChange
+    files: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class MigrationReport:
+    source: str
+    destination: str
+    metadata_version: int
+    operators: tuple[OperatorReport, ...]
+
+    def count(self, action: str) -> int:
+        return sum(op.change.action == action for op in self.operators)
+
+    @property
+    def files(self) -> int:
+        return sum(op.files for op in self.operators)
+
+    @property
+    def bytes(self) -> int:
+        return sum(op.bytes for op in self.operators)
+
+
+def relocated_metadata(plan: MigrationPlan) -> tuple[CheckpointMetadata, list[CopyTask]]:
+    """The output's `_metadata` with every file handle relative, and the copies it needs.
+
+    Copies are named `<output operator id>-<n>`; raises for state that cannot be carried
+    (unaligned channel state, changelog state)."""
+    names = CopyNames(plan.source)
+    try:
+        operators = tuple(carry_over(op, names) for op in plan.metadata.operators)
+    except StatectlError as exc:
+        raise exc.with_source(plan.source.metadata_location.url) from None
+    return dataclasses.replace(plan.metadata, operators=operators), names.tasks
+
+
+def migrate(
+    plan: MigrationPlan,
+    destination: str,
+    *,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> MigrationReport:
+    """Write `plan` into `destination`; nothing is published unless every copy succeeded."""
+    writer.ensure_not_inside(plan.source.directory, destination, storage_options)
+    metadata, tasks = relocated_metadata(plan)
+    staged = writer.stage(destination, overwrite, storage_options)
+    results: list[CopyResult] = []
+    try:
+        total_bytes, done_bytes = sum(task.source.size for task in tasks), 0
+        for done, task in enumerate(tasks, 1):
+            results.append(_copy(task, staged.staging_url, storage_options))
+            done_bytes += task.source.size
+            if progress is not None:
+                progress(Progress(done, len(tasks), done_bytes, total_bytes))
+        writer.publish(staged, metadata)
+    except BaseException:
+        writer.discard(staged)
+        raise
+    return _report(plan, results, staged.destination.url)
+
+
+def _copy(task: CopyTask, staging_url: str, storage_options: dict[str, Any] | None) -> CopyResult:
+    try:
+        result = copy_file(task, locate(staging_url, storage_options))
+    except OSError as exc:  # a file that vanished since the check, a full disk: still one line
+        raise StatectlError(
+            exc.strerror or str(exc), str(exc.filename or task.source.description)
+        ) from None
+    if result.size != task.source.size:
+        raise StatectlError(
+            f"copied {result.size} bytes, the handle says {task.source.size}",
+            task.source.description,
+        )
+    return result
+
+
+def _report(plan: MigrationPlan, results: list[CopyResult], destination: str) -> MigrationReport:
+    sizes: dict[str, list[int]] = {}
+    for result in results:
+        sizes.setdefault(result.name.split("-", 1)[0], []).append(result.size)
+    return MigrationReport(
+        plan.source.directory.url,
+        destination,
+        plan.metadata.version,
+        tuple(
+            OperatorReport(
+                change,
+                len(sizes.get(change.new_id or "", ())),
+                sum(sizes.get(change.new_id or "", ())),
+            )
+            for change in plan.changes
+        ),
+    )

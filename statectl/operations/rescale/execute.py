@@ -1,0 +1,201 @@
+"""Executing one piece of a plan: the code an engine's task runs, on either engine.
+
+A subtask task writes one keyed-state file (header, then the planned block runs copied as
+bytes) and one operator-state file (header, then the planned elements), and returns the new
+offsets; `savepoint.files` does the byte-range copies, so memory stays flat whatever the state
+size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.errors import FormatError, StatectlError
+from statectl.formats import keyed_blocks, snappy_framed
+from statectl.formats.handles import OperatorStateOffsets
+from statectl.operations.rescale.plan import (
+    BlockRun,
+    KeyedTarget,
+    NativeRun,
+    OperatorTarget,
+    SubtaskTarget,
+)
+from statectl.operations.rescale.rekey import RekeyedEntry, RekeyOperator
+from statectl.savepoint import native
+from statectl.savepoint.files import CopyResult, CopyTask, OutputFile, copy_file
+from statectl.savepoint.storage import Location, locate
+
+_FLUSH_BYTES = 1 << 20  # re-hashed entries are small: write them in pieces of this size
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenKeyed:
+    name: str
+    size: int
+    start_key_group: int
+    offsets: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WrittenOperator:
+    name: str
+    size: int
+    states: tuple[OperatorStateOffsets, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskResult:
+    operator_id: str
+    index: int
+    keyed: WrittenKeyed | None
+    operator: WrittenOperator | None
+
+
+Task = SubtaskTarget | CopyTask
+Result = SubtaskResult | CopyResult
+
+
+def task_bytes(task: Task) -> int:
+    """Bytes a task reads (native runs: their share of the instance): what balances Spark
+    tasks and what progress counts."""
+    if isinstance(task, CopyTask):
+        return task.source.size
+    size = 0
+    if task.keyed is not None:
+        size += task.keyed.size
+        for run in task.keyed.native:
+            owned = run.instance.key_groups or (run.first, run.last)
+            size += run.instance.size * (run.last - run.first + 1) // (owned[1] - owned[0] + 1)
+    if task.operator is not None:
+        size += task.operator.size
+    return size
+
+
+def task_files(task: Task) -> int:
+    """Files a task writes: a copy one, a new subtask its keyed and operator-state files."""
+    if isinstance(task, CopyTask):
+        return 1
+    return (task.keyed is not None) + (task.operator is not None)
+
+
+def task_work(task: Task) -> tuple[int, int]:
+    """A task's share of the progress (`engine.Work`): files written, bytes read."""
+    return task_files(task), task_bytes(task)
+
+
+def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None) -> Result:
+    """Entry point of a Spark task: write the task's file(s) into the output folder."""
+    output = locate(output_url, storage_options)
+    if isinstance(task, CopyTask):
+        return copy_file(task, output)
+    keyed = _write_keyed(task.keyed, output, f"{task.file_prefix}-keyed") if task.keyed else None
+    operator = (
+        _write_operator(task.operator, output, f"{task.file_prefix}-operator")
+        if task.operator
+        else None
+    )
+    return SubtaskResult(task.operator_id, task.index, keyed, operator)
+
+
+def _write_keyed(target: KeyedTarget, output: Location, name: str) -> WrittenKeyed:
+    first, last = target.key_groups
+    offsets = [0] * (last - first + 1)
+    out = OutputFile(output.child(name))
+    try:
+        out.write(target.header)
+        for run in target.runs:
+            _write_run(out, run, offsets, first, target.compressed)
+        for native_run in target.native:
+            _write_native_run(out, native_run, offsets, first)
+    finally:
+        size = out.close()
+    return WrittenKeyed(name, size, first, tuple(offsets))
+
+
+def _write_run(
+    out: OutputFile, run: BlockRun, offsets: list[int], first_key_group: int, compressed: bool
+) -> None:
+    if run.state_id_map is None:
+        base = out.pos
+        out.copy(run.source, run.start, run.end)
+        for key_group, old_offset in run.offsets:
+            offsets[key_group - first_key_group] = base + old_offset - run.start
+        return
+    mapping = dict(run.state_id_map)
+    ends = [offset for _, offset in run.offsets[1:]] + [run.end]
+    for (key_group, start), end in zip(run.offsets, ends, strict=True):
+        block = run.source.read(start, end)
+        offsets[key_group - first_key_group] = out.pos
+        try:
+            out.write(keyed_blocks.remap_state_ids(block, mapping, compressed))
+        except StatectlError as exc:
+            raise exc.with_source(f"{run.source.description} (key group {key_group})") from None
+
+
+def _write_native_run(
+    out: OutputFile, run: NativeRun, offsets: list[int], first_key_group: int
+) -> None:
+    """Canonical blocks built from a RocksDB instance (opened on this executor's local disk)."""
+    blocks = native.read_blocks(run.instance, run.states, run.first, run.last, run.prefix_bytes)
+    for key_group, block in blocks:
+        offsets[key_group - first_key_group] = out.pos
+        out.write(block)
+
+
+def _write_operator(target: OperatorTarget, output: Location, name: str) -> WrittenOperator:
+    out = OutputFile(output.child(name))
+    states = []
+    try:
+        out.write(target.header)
+        for share in target.states:
+            offsets = []
+            for element in share.elements:
+                offsets.append(out.pos)
+                if element.compressed:
+                    chunks = element.source.read(element.start, element.end)
+                    try:
+                        out.write(snappy_framed.decompress_chunks(chunks))
+                    except StatectlError as exc:
+                        raise exc.with_source(element.source.description) from None
+                else:
+                    out.copy(element.source, element.start, element.end)
+            states.append(OperatorStateOffsets(share.name, share.mode, tuple(offsets)))
+    finally:
+        size = out.close()
+    return WrittenOperator(name, size, tuple(states))
+
+
+def write_rekeyed(
+    operator: RekeyOperator,
+    index: int,
+    entries: Iterable[RekeyedEntry],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+) -> SubtaskResult:
+    """The keyed-state file of new subtask `index` of a re-hashed operator, from its entries
+    sorted by key group, state id and key (the shuffle's order); written in bounded pieces."""
+    first, last = operator.key_groups(index)
+    offsets = [0] * (last - first + 1)
+    name = operator.file_name(index)
+    out = OutputFile(locate(output_url, storage_options).child(name))
+    pending = bytearray()
+    try:
+        out.write(operator.header)
+        for key_group, piece in keyed_blocks.encode_blocks(entries):
+            if key_group is not None:
+                if not first <= key_group <= last:
+                    raise FormatError(
+                        f"key group {key_group} is outside subtask {index}'s range {first}–{last}"
+                    )
+                offsets[key_group - first] = out.pos + len(pending)
+            pending += piece
+            if len(pending) >= _FLUSH_BYTES:
+                out.write(pending)
+                pending = bytearray()
+        out.write(pending)
+    finally:
+        size = out.close()
+    keyed = WrittenKeyed(name, size, first, tuple(offsets))
+    return SubtaskResult(operator.operator_id, index, keyed, None)

@@ -1,0 +1,265 @@
+"""The rescale driver: plan, run the tasks on an engine (Spark, or this process for
+`memory://`), assemble `_metadata`, publish.
+
+The output is self-contained: rescaled operators get new files, operators carried over get
+copies of theirs, and every file is referenced by a relative handle (code 6), so the new
+savepoint can be moved anywhere. The metadata version and tail are the input's.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import functools
+import itertools
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.execution.engine import Engine, choose_engine, total_work
+from statectl.formats.handles import KeyGroupsHandle, OperatorStateHandle, RelativeFileHandle
+from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.operations.rescale.execute import (
+    Result,
+    SubtaskResult,
+    Task,
+    run_task,
+    task_work,
+    write_rekeyed,
+)
+from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
+from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_records
+from statectl.progress import Progress, ProgressCallback, finished
+from statectl.savepoint import native, writer
+from statectl.savepoint.files import CopyResult
+from statectl.savepoint.relocate import CopyNames, carry_over
+
+
+@dataclass(frozen=True)
+class OperatorReport:
+    id: str
+    uid: str | None
+    old_parallelism: int
+    new_parallelism: int
+    rescaled: bool
+    files: int
+    bytes: int
+    old_max_parallelism: int
+    new_max_parallelism: int
+
+
+@dataclass(frozen=True)
+class RescaleReport:
+    destination: str
+    operators: tuple[OperatorReport, ...]
+    timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the driver, for benchmarks
+
+    @property
+    def bytes(self) -> int:
+        return sum(op.bytes for op in self.operators)
+
+
+def build_tasks(plan: RescalePlan) -> tuple[list[Task], dict[bytes, OperatorState]]:
+    """Spark tasks for the whole plan, and the carried-over operators with renamed handles."""
+    tasks: list[Task] = []
+    carried: dict[bytes, OperatorState] = {}
+    names = CopyNames(plan.source)
+    for op_plan in plan.operators:
+        if op_plan.targets is not None:
+            tasks.extend(op_plan.targets)
+        else:
+            carried[op_plan.operator.operator_id] = carry_over(op_plan.operator, names)
+    tasks.extend(names.tasks)
+    return tasks, carried
+
+
+def assemble(
+    plan: RescalePlan, carried: Mapping[bytes, OperatorState], results: list[Result]
+) -> CheckpointMetadata:
+    written = _by_subtask(results)
+    operators = []
+    for op_plan in plan.operators:
+        op = op_plan.operator
+        if op_plan.targets is None:
+            operator = carried.get(op.operator_id, op)
+            if op_plan.new_max_parallelism is not None:  # stateless: no subtask holds anything
+                kept = tuple(
+                    s for s in operator.subtasks or () if s.index < op_plan.new_parallelism
+                )
+                operator = dataclasses.replace(
+                    operator,
+                    parallelism=op_plan.new_parallelism,
+                    max_parallelism=op_plan.max_parallelism,
+                    subtasks=kept if operator.subtasks is not None else None,
+                )
+            operators.append(operator)
+        else:
+            mine = sorted(written[op.operator_id_hex].values(), key=lambda r: r.index)
+            operators.append(
+                dataclasses.replace(
+                    op,
+                    parallelism=op_plan.new_parallelism,
+                    max_parallelism=op_plan.max_parallelism,
+                    subtasks=tuple(_subtask_state(r) for r in mine),
+                )
+            )
+    metadata = plan.source.metadata
+    if any(p.rescaled and has_native_keyed_state(p.operator) for p in plan.operators):
+        # Native keyed state was converted: the output is a CANONICAL savepoint.
+        properties = native.canonical_savepoint_properties(metadata.properties)
+        metadata = dataclasses.replace(metadata, properties=properties)
+    return dataclasses.replace(metadata, operators=tuple(operators))
+
+
+def _by_subtask(results: list[Result]) -> dict[str, dict[int, SubtaskResult]]:
+    """Each new subtask's files; a re-hashed keyed file joins the subtask's operator-state file."""
+    by_operator: dict[str, dict[int, SubtaskResult]] = {}
+    for result in results:
+        if not isinstance(result, SubtaskResult):
+            continue
+        subtasks = by_operator.setdefault(result.operator_id, {})
+        known = subtasks.get(result.index)
+        if known is not None:
+            result = dataclasses.replace(
+                known,
+                keyed=known.keyed or result.keyed,
+                operator=known.operator or result.operator,
+            )
+        subtasks[result.index] = result
+    return by_operator
+
+
+def _subtask_state(result: SubtaskResult) -> SubtaskState:
+    keyed = operator = None
+    if result.keyed is not None:
+        file = RelativeFileHandle(result.keyed.name, result.keyed.size)
+        keyed = KeyGroupsHandle(7, result.keyed.start_key_group, result.keyed.offsets, file)
+    if result.operator is not None:
+        file = RelativeFileHandle(result.operator.name, result.operator.size)
+        operator = OperatorStateHandle(4, result.operator.states, file)
+    return SubtaskState(result.index, managed_operator_state=operator, managed_keyed_state=keyed)
+
+
+def report(plan: RescalePlan, results: list[Result], destination: str) -> RescaleReport:
+    sizes: dict[str, list[int]] = {}
+    for result in results:
+        if isinstance(result, SubtaskResult):
+            files = [f.size for f in (result.keyed, result.operator) if f is not None]
+            sizes.setdefault(result.operator_id, []).extend(files)
+        elif isinstance(result, CopyResult):
+            sizes.setdefault(result.name.split("-", 1)[0], []).append(result.size)
+    return RescaleReport(
+        destination,
+        tuple(
+            OperatorReport(
+                p.operator.operator_id_hex,
+                p.operator.uid,
+                p.operator.parallelism,
+                p.new_parallelism,
+                p.rescaled,
+                len(sizes.get(p.operator.operator_id_hex, ())),
+                sum(sizes.get(p.operator.operator_id_hex, ())),
+                p.operator.max_parallelism,
+                p.max_parallelism,
+            )
+            for p in plan.operators
+        ),
+    )
+
+
+def rescale(
+    plan: RescalePlan,
+    destination: str,
+    *,
+    overwrite: bool = False,
+    master: str = "local[*]",
+    spark_conf: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> RescaleReport:
+    """Execute `plan` into `destination`; nothing is published unless everything succeeded.
+
+    The plan runs as a Spark job, unless the source or destination is storage that only this
+    process sees (`memory://`): then it runs here, whatever `master` says.
+    """
+    writer.ensure_not_inside(plan.source.directory, destination, storage_options)
+    tasks, carried = build_tasks(plan)
+    staged = writer.stage(destination, overwrite, storage_options)
+    clock = [time.monotonic()]
+    try:
+        engine = choose_engine(True, master, spark_conf, plan.source.directory, staged.destination)
+        engine.start()  # here, so that the timings show its cost apart
+        clock.append(time.monotonic())
+        results = _run(engine, plan, tasks, staged.staging_url, storage_options, progress)
+        clock.append(time.monotonic())
+        writer.publish(staged, assemble(plan, carried, results))
+        clock.append(time.monotonic())
+    except BaseException:
+        writer.discard(staged)
+        raise
+    phases = ("spark_start", "spark_job", "publish")
+    timings = tuple(
+        (p, round(b - a, 3)) for p, a, b in zip(phases, clock[:-1], clock[1:], strict=True)
+    )
+    return dataclasses.replace(report(plan, results, staged.destination.url), timings=timings)
+
+
+def _run(
+    engine: Engine,
+    plan: RescalePlan,
+    tasks: list[Task],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+    progress: ProgressCallback | None,
+) -> list[Result]:
+    """The copy and write tasks, then the re-hash shuffle of operators whose max parallelism
+    changes; re-hashed files count in the progress only once the shuffle has written them."""
+    rekeyed = [p.rekey for p in plan.operators if p.rekey is not None]
+    rekey_files = sum(r.parallelism for r in rekeyed)
+    rekey_bytes = sum(source.size for r in rekeyed for source in r.sources)
+    task_progress = progress
+    if progress is not None and rekeyed:
+
+        def task_progress(done: Progress) -> None:
+            progress(done.plus_pending(rekey_files, rekey_bytes))
+
+    write = functools.partial(run_task, output_url=output_url, storage_options=storage_options)
+    results = engine.run(tasks, write, task_work, task_progress)
+    if rekeyed:
+        results += rekey(engine, rekeyed, output_url, storage_options)
+        if progress is not None:
+            files, size = total_work(tasks, task_work)
+            progress(finished(files + rekey_files, size + rekey_bytes))
+    return results
+
+
+def rekey(
+    engine: Engine,
+    operators: Sequence[RekeyOperator],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+) -> list[Result]:
+    """Re-hash every entry of `operators` and write one keyed file per new subtask.
+
+    The engine's shuffle: each source (an old file slice or RocksDB instance) emits its entries
+    keyed by (new subtask, key group, state id, key); partitions are the new subtasks of all
+    operators, and each is streamed, sorted, into its file.
+    """
+    bases = list(itertools.accumulate((op.parallelism for op in operators), initial=0))
+    sources = [(bases[n], op, source) for n, op in enumerate(operators) for source in op.sources]
+
+    def records(item: tuple[int, RekeyOperator, RekeySource]) -> Iterator[Any]:
+        base, operator, source = item
+        old_max = operator.regrouper.old_max_parallelism
+        for (subtask, *rest), value in shuffle_records(operator, source, old_max):
+            yield (base + subtask, *rest), value
+
+    def write(partition: int, records: Iterator[Any]) -> Result:
+        n = bisect.bisect_right(bases, partition) - 1
+        entries = ((kg, state_id, key, value) for (_, kg, state_id, key), value in records)
+        return write_rekeyed(
+            operators[n], partition - bases[n], entries, output_url, storage_options
+        )
+
+    return engine.sort_partitions(sources, records, bases[-1], write)

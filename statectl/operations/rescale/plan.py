@@ -1,0 +1,584 @@
+"""Planning a rescale in pure Python: which bytes of which old file each new file is made of.
+
+The plan reads only `_metadata` and the small serializer-proxy headers; executing it
+(`statectl.operations.rescale.execute`) copies key-group blocks and list elements as bytes.
+Keyed state follows spec §4.7 (one file per new subtask, blocks copied in key-group order);
+operator state follows §3.6 via `operator_state_plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from statectl.errors import StatectlError, UnsupportedError
+from statectl.formats import java_types, keyed_blocks, operator_state, state_headers
+from statectl.formats.handles import (
+    DistributionMode,
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
+from statectl.formats.java_types import UPPER_BOUND_MAX_PARALLELISM
+from statectl.formats.key_groups import check_parallelism, key_group_range
+from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.operations.rescale.operator_state_plan import (
+    ElementSource,
+    StateAssignment,
+    assign_operator_state,
+)
+from statectl.operations.rescale.rekey import (
+    CanonicalSource,
+    KeyRegrouper,
+    NativeSource,
+    RekeyOperator,
+    RekeySource,
+)
+from statectl.savepoint import native
+from statectl.savepoint.entries import merge_keyed_headers
+from statectl.savepoint.model import Savepoint, StateStream, describe_operator
+
+
+@dataclass(frozen=True, slots=True)
+class BlockRun:
+    """Consecutive key-group blocks of one old file, copied as one byte range.
+
+    `offsets` are (key group, offset in the old stream) of the non-empty key groups in the run.
+    `state_id_map` is set when the old file's header numbers states differently from the new one.
+    """
+
+    source: StateStream
+    start: int
+    end: int
+    offsets: tuple[tuple[int, int], ...]
+    state_id_map: tuple[tuple[int, int], ...] | None = None
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True, slots=True)
+class NativeRun:
+    """Key groups `first..last` of one RocksDB instance, read and written as canonical blocks.
+
+    `states` maps the instance's column families to state ids of the new header, by id.
+    """
+
+    instance: native.NativeInstance
+    first: int
+    last: int
+    states: tuple[tuple[str, int], ...]
+    prefix_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedTarget:
+    key_groups: tuple[int, int]
+    header: bytes
+    compressed: bool
+    runs: tuple[BlockRun, ...]
+    native: tuple[NativeRun, ...] = ()  # RocksDB instances converted to canonical blocks
+
+    @property
+    def size(self) -> int:
+        """Bytes known before writing (native runs are only known once converted)."""
+        return len(self.header) + sum(run.size for run in self.runs)
+
+
+@dataclass(frozen=True, slots=True)
+class ElementSpan:
+    source: StateStream
+    start: int
+    end: int
+    compressed: bool  # element is a run of Snappy chunks, written out decompressed
+
+
+@dataclass(frozen=True, slots=True)
+class StateShare:
+    name: str
+    mode: DistributionMode
+    elements: tuple[ElementSpan, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorTarget:
+    header: bytes  # compression flag cleared: elements are written uncompressed
+    states: tuple[StateShare, ...]
+
+    @property
+    def size(self) -> int:
+        return len(self.header) + sum(e.end - e.start for s in self.states for e in s.elements)
+
+
+@dataclass(frozen=True, slots=True)
+class SubtaskTarget:
+    """What one Spark task writes: a new subtask's keyed file and operator-state file."""
+
+    operator_id: str
+    index: int
+    keyed: KeyedTarget | None
+    operator: OperatorTarget | None
+
+    @property
+    def file_prefix(self) -> str:
+        return f"{self.operator_id}-{self.index:05d}"
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorPlan:
+    operator: OperatorState
+    new_parallelism: int
+    targets: tuple[SubtaskTarget, ...] | None  # None: carried over as it is
+    new_max_parallelism: int | None = None  # None: unchanged
+    rekey: RekeyOperator | None = None  # keyed state re-hashed for the new max parallelism
+
+    @property
+    def rescaled(self) -> bool:
+        return self.targets is not None
+
+    @property
+    def max_parallelism(self) -> int:
+        return self.new_max_parallelism or self.operator.max_parallelism
+
+
+@dataclass(frozen=True, slots=True)
+class RescalePlan:
+    source: Savepoint
+    operators: tuple[OperatorPlan, ...]
+
+
+def plan_rescale(
+    sp: Savepoint,
+    parallelism: int | None,
+    overrides: Mapping[str, int] | None = None,
+    max_parallelism: int | None = None,
+) -> RescalePlan:
+    """New parallelism per stateful operator: `overrides` (uid or id → N), else `parallelism`.
+
+    Operators with RocksDB native keyed state are always planned (converted to canonical state),
+    at their own parallelism when no new one is given: the output is a CANONICAL savepoint.
+    A new `max_parallelism` applies to every operator; keyed state is then re-hashed.
+    """
+    wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
+    if max_parallelism is not None and not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise StatectlError(
+            f"max parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}"
+        )
+    plans = []
+    for op in sp.operators:
+        new_parallelism = wanted.get(op.operator_id, parallelism)
+        if max_parallelism is not None and max_parallelism != op.max_parallelism:
+            plans.append(_plan_new_max_parallelism(sp, op, new_parallelism, max_parallelism))
+        elif has_native_keyed_state(op):
+            plans.append(plan_operator(sp, op, new_parallelism or op.parallelism))
+        elif new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
+            plans.append(OperatorPlan(op, op.parallelism, None))
+        else:
+            plans.append(plan_operator(sp, op, new_parallelism))
+    return RescalePlan(sp, tuple(plans))
+
+
+def has_state(op: OperatorState) -> bool:
+    return any(
+        s.managed_keyed_state
+        or s.managed_operator_state
+        or s.raw_keyed_state
+        or s.raw_operator_state
+        for s in op.subtasks or ()
+    )
+
+
+def has_native_keyed_state(op: OperatorState) -> bool:
+    return any(
+        isinstance(s.managed_keyed_state, IncrementalKeyedHandle)
+        for s in op.subtasks or ()
+        if not s.finished
+    )
+
+
+def plan_operator(
+    sp: Savepoint, op: OperatorState, new_parallelism: int, max_parallelism: int | None = None
+) -> OperatorPlan:
+    """Targets of every new subtask; keyed state re-hashed when `max_parallelism` changes."""
+    where = describe_operator(op)
+    new_max = max_parallelism or op.max_parallelism
+    try:
+        check_parallelism(new_max, new_parallelism)
+    except StatectlError as exc:
+        raise StatectlError(f"operator {where}: {exc.message}", sp.directory.url) from None
+    subtasks = _subtasks_by_index(op, where)
+    _refuse_unsupported(subtasks, where)
+    rekey = keyed = None
+    if new_max != op.max_parallelism:
+        rekey = _plan_rekey(sp, op, subtasks, new_parallelism, new_max)
+    else:
+        keyed = _plan_keyed(sp, op, subtasks, new_parallelism)
+    operator = _plan_operator_state(sp, subtasks, new_parallelism)
+    targets = tuple(
+        SubtaskTarget(
+            op.operator_id_hex, i, keyed[i] if keyed else None, operator[i] if operator else None
+        )
+        for i in range(new_parallelism)
+    )
+    return OperatorPlan(op, new_parallelism, targets, max_parallelism, rekey)
+
+
+def _plan_new_max_parallelism(
+    sp: Savepoint, op: OperatorState, parallelism: int | None, max_parallelism: int
+) -> OperatorPlan:
+    """Operators with state are planned anew (keyed state re-hashed); the others only get the
+    new max parallelism (their parallelism in `_metadata` capped by it: it holds no state)."""
+    if has_state(op):
+        return plan_operator(sp, op, parallelism or op.parallelism, max_parallelism)
+    return OperatorPlan(
+        op, min(op.parallelism, max_parallelism), None, new_max_parallelism=max_parallelism
+    )
+
+
+def _subtasks_by_index(op: OperatorState, where: str) -> list[SubtaskState | None]:
+    by_index: list[SubtaskState | None] = [None] * op.parallelism
+    for subtask in op.subtasks or ():
+        if not 0 <= subtask.index < op.parallelism:
+            raise StatectlError(f"operator {where}: subtask index {subtask.index} out of range")
+        by_index[subtask.index] = None if subtask.finished else subtask
+    return by_index
+
+
+def _refuse_unsupported(subtasks: Sequence[SubtaskState | None], where: str) -> None:
+    kinds = set()
+    for subtask in subtasks:
+        if subtask is None:
+            continue
+        if subtask.raw_keyed_state or subtask.raw_operator_state:
+            raise UnsupportedError(f"operator {where} has raw state, which statectl cannot rescale")
+        keyed = subtask.managed_keyed_state
+        if keyed is not None:
+            kinds.add(type(keyed))
+        if keyed is not None and not isinstance(keyed, KeyGroupsHandle | IncrementalKeyedHandle):
+            raise UnsupportedError(
+                f"operator {where} has {type(keyed).__name__} keyed state (changelog), "
+                "which statectl cannot rescale; take a CANONICAL savepoint instead"
+            )
+    if len(kinds) > 1:
+        raise UnsupportedError(
+            f"operator {where} mixes canonical and RocksDB native keyed state; "
+            "take a CANONICAL savepoint instead"
+        )
+
+
+# --- keyed state -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _OldKeyedFile:
+    handle: KeyGroupsHandle
+    stream: StateStream
+    header: bytes
+
+
+def _plan_keyed(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[KeyedTarget] | None:
+    if has_native_keyed_state(op):
+        return _plan_native_keyed(sp, op, subtasks, new_parallelism)
+    old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
+    if not old_files:
+        return None
+    header, id_maps = _common_header(old_files, describe_operator(op))
+    compressed = state_headers.parse_keyed_header(header).compressed
+    spans = [_spans(f) for f in old_files]
+    targets = []
+    for index in range(new_parallelism):
+        first, last = key_group_range(op.max_parallelism, new_parallelism, index)
+        runs = []
+        for old, old_spans, id_map in zip(old_files, spans, id_maps, strict=True):
+            wanted = [span for span in old_spans if first <= span.key_group <= last]
+            runs.extend(_runs(old.stream, wanted, id_map))
+        targets.append(KeyedTarget((first, last), header, compressed, tuple(runs)))
+    return targets
+
+
+def _old_keyed_file(sp: Savepoint, subtask: SubtaskState) -> _OldKeyedFile:
+    handle = subtask.managed_keyed_state
+    assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
+    stream = sp.stream(handle.delegate)
+    try:
+        length = keyed_blocks.header_length(handle.offsets, stream.size)
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
+    return _OldKeyedFile(handle, stream, stream.read(0, length))
+
+
+def _spans(old: _OldKeyedFile) -> list[keyed_blocks.BlockSpan]:
+    try:
+        return keyed_blocks.block_spans(
+            old.handle.start_key_group, old.handle.offsets, old.stream.size
+        )
+    except StatectlError as exc:
+        raise exc.with_source(old.stream.description) from None
+
+
+def _runs(
+    stream: StateStream,
+    spans: list[keyed_blocks.BlockSpan],
+    id_map: tuple[tuple[int, int], ...] | None,
+) -> list[BlockRun]:
+    """Group adjacent blocks into byte ranges (Flink writes them back to back)."""
+    runs: list[BlockRun] = []
+    group: list[keyed_blocks.BlockSpan] = []
+    for span in spans:
+        if group and span.start != group[-1].end:
+            runs.append(_run(stream, group, id_map))
+            group = []
+        group.append(span)
+    if group:
+        runs.append(_run(stream, group, id_map))
+    return runs
+
+
+def _run(
+    stream: StateStream,
+    group: list[keyed_blocks.BlockSpan],
+    id_map: tuple[tuple[int, int], ...] | None,
+) -> BlockRun:
+    offsets = tuple((s.key_group, s.start) for s in group)
+    return BlockRun(stream, group[0].start, group[-1].end, offsets, id_map)
+
+
+def _common_header(
+    old_files: list[_OldKeyedFile], where: str
+) -> tuple[bytes, list[tuple[tuple[int, int], ...] | None]]:
+    """One header for all new files; state ids remapped by name where old headers differ."""
+    first = old_files[0].header
+    if all(f.header == first for f in old_files):
+        return first, [None] * len(old_files)
+    parsed = [state_headers.parse_keyed_header(f.header) for f in old_files]
+    sources = [f.stream.description for f in old_files]
+    widest, id_maps = merge_keyed_headers(parsed, where, sources)
+    return old_files[widest].header, id_maps
+
+
+@dataclass(frozen=True, slots=True)
+class _NativeInstances:
+    """An operator's RocksDB instances (by key-group range) and the header of the new files."""
+
+    header: bytes  # the widest instance's meta header, compression off
+    header_info: state_headers.KeyedStateHeader
+    instances: tuple[tuple[native.NativeInstance, tuple[tuple[str, int], ...]], ...]
+
+
+def _native_instances(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None]
+) -> _NativeInstances | None:
+    """Each instance with its column families mapped to state ids of one common header."""
+    where = describe_operator(op)
+    instances = []
+    for subtask in subtasks:
+        if subtask is not None and isinstance(subtask.managed_keyed_state, IncrementalKeyedHandle):
+            instance = native.native_instance(
+                sp, subtask.managed_keyed_state, f"operator {where} subtask {subtask.index}"
+            )
+            instances.append((instance, *native.meta_header(instance)))
+    if not instances:
+        return None
+    header, header_info = max(((h, i) for _, h, i in instances), key=lambda hi: len(hi[1].states))
+    ids = {state.name: i for i, state in enumerate(header_info.states)}
+    for instance, _, info in instances:
+        missing = [s.name for s in info.states if s.name not in ids]
+        if info.key_serializer != header_info.key_serializer or missing:
+            raise UnsupportedError(
+                f"operator {where}: subtasks registered different keyed states or key "
+                f"serializers ({', '.join(missing) or 'key serializer'})",
+                instance.description,
+            )
+    ordered = sorted(instances, key=lambda x: x[0].key_groups or (-1, -1))
+    return _NativeInstances(
+        state_headers.set_keyed_header_compression(header, False),
+        header_info,
+        tuple(
+            (instance, tuple(sorted(((s.name, ids[s.name]) for s in info.states), key=_by_id)))
+            for instance, _, info in ordered
+        ),
+    )
+
+
+def _plan_native_keyed(
+    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[KeyedTarget] | None:
+    """Each new subtask reads the instances whose key-group ranges intersect its range (§5.3)."""
+    found = _native_instances(sp, op, subtasks)
+    if found is None:
+        return None
+    prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
+    targets = []
+    for index in range(new_parallelism):
+        first, last = key_group_range(op.max_parallelism, new_parallelism, index)
+        runs = []
+        for instance, states in found.instances:
+            owned = instance.key_groups
+            if owned is None or owned[1] < first or owned[0] > last:
+                continue
+            start, end = max(first, owned[0]), min(last, owned[1])
+            runs.append(NativeRun(instance, start, end, states, prefix_bytes))
+        targets.append(KeyedTarget((first, last), found.header, False, (), tuple(runs)))
+    return targets
+
+
+# --- keyed state under a new max parallelism ---------------------------------------------
+
+_SOURCE_BYTES = 64 << 20  # canonical files are read in slices of about this size
+
+
+def _plan_rekey(
+    sp: Savepoint,
+    op: OperatorState,
+    subtasks: Sequence[SubtaskState | None],
+    new_parallelism: int,
+    max_parallelism: int,
+) -> RekeyOperator | None:
+    """Every old file (or RocksDB instance) is a source of the shuffle to the new subtasks."""
+    sources: list[RekeySource]
+    if has_native_keyed_state(op):
+        found = _native_instances(sp, op, subtasks)
+        if found is None:
+            return None
+        header, info = found.header, found.header_info
+        sources = [NativeSource(instance, states) for instance, states in found.instances]
+        where = found.instances[0][0].description
+    else:
+        old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
+        if not old_files:
+            return None
+        header, id_maps = _common_header(old_files, describe_operator(op))
+        info = state_headers.parse_keyed_header(header)
+        where = old_files[0].stream.description
+        sources = [
+            CanonicalSource(old.stream, chunk, info.compressed, len(info.states), id_map)
+            for old, id_map in zip(old_files, id_maps, strict=True)
+            for chunk in _slices(_spans(old))
+        ]
+    regrouper = KeyRegrouper(
+        _rehashable_key_type(op, info, where),
+        op.max_parallelism,
+        max_parallelism,
+        frozenset(i for i, s in enumerate(info.states) if s.kind == "TIMERS"),
+    )
+    return RekeyOperator(
+        op.operator_id_hex,
+        new_parallelism,
+        regrouper,
+        state_headers.set_keyed_header_compression(header, False),
+        tuple(sources),
+    )
+
+
+def _rehashable_key_type(
+    op: OperatorState, info: state_headers.KeyedStateHeader, source: str
+) -> java_types.KeyType:
+    """The key type of the header's key serializer; `source` names the file it came from."""
+    where = describe_operator(op)
+    key_type = java_types.key_type_for_serializer(info.key_serializer)
+    if key_type is None:
+        supported = ", ".join(t.name for t in java_types.KEY_TYPES.values())
+        raise UnsupportedError(
+            f"operator {where}: keys serialized by {info.key_serializer or 'an unknown serializer'}"
+            f" cannot be re-hashed for a new max parallelism (supported key types: {supported})",
+            source,
+        )
+    queues = [s.name for s in info.states if s.kind == "PRIORITY_QUEUE"]
+    if queues:
+        raise UnsupportedError(
+            f"operator {where}: priority-queue state {', '.join(queues)} cannot be re-hashed "
+            "(only timers can)",
+            source,
+        )
+    return key_type
+
+
+def _slices(spans: list[keyed_blocks.BlockSpan]) -> list[tuple[keyed_blocks.BlockSpan, ...]]:
+    """Consecutive blocks in slices of about `_SOURCE_BYTES`, so large files spread over tasks."""
+    slices: list[tuple[keyed_blocks.BlockSpan, ...]] = []
+    current: list[keyed_blocks.BlockSpan] = []
+    size = 0
+    for span in spans:
+        if current and size + span.length > _SOURCE_BYTES:
+            slices.append(tuple(current))
+            current, size = [], 0
+        current.append(span)
+        size += span.length
+    if current:
+        slices.append(tuple(current))
+    return slices
+
+
+def _by_id(state: tuple[str, int]) -> int:
+    return state[1]
+
+
+# --- operator state ----------------------------------------------------------------------
+
+
+def _plan_operator_state(
+    sp: Savepoint, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+) -> list[OperatorTarget] | None:
+    handles = [s.managed_operator_state if s else None for s in subtasks]
+    present = [h for h in handles if h is not None]
+    if not present:
+        return None
+    files = [_OldOperatorFile.read(sp, h) if h else None for h in handles]
+    header = next(f.header for f in files if f is not None)
+    if new_parallelism == len(handles):  # a conversion: Flink would keep every element in place
+        assignments = _in_place(handles)
+    else:
+        assignments = assign_operator_state(handles, new_parallelism)
+    return [OperatorTarget(header, _shares(share, files)) for share in assignments]
+
+
+def _in_place(handles: Sequence[OperatorStateHandle | None]) -> list[list[StateAssignment]]:
+    return [
+        [
+            StateAssignment(s.name, s.mode, (ElementSource(i, 0, len(s.offsets)),))
+            for s in (handle.states if handle else ())
+        ]
+        for i, handle in enumerate(handles)
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class _OldOperatorFile:
+    stream: StateStream
+    header: bytes  # compression flag cleared
+    elements: dict[str, list[tuple[int, int]]]
+    compressed: bool
+
+    @staticmethod
+    def read(sp: Savepoint, handle: OperatorStateHandle) -> _OldOperatorFile:
+        assert handle.delegate is not None
+        stream = sp.stream(handle.delegate)
+        try:
+            probe = stream.read(0, min(stream.size, _HEADER_PROBE))
+            layout = operator_state.file_layout(handle.states, stream.size, probe)
+            header = stream.read(0, layout.header_length)
+            header = state_headers.set_operator_header_compression(header, False)
+        except StatectlError as exc:
+            raise exc.with_source(stream.description) from None
+        return _OldOperatorFile(stream, header, layout.elements, layout.compressed)
+
+
+_HEADER_PROBE = 1 << 20
+
+
+def _shares(
+    share: list[StateAssignment], files: list[_OldOperatorFile | None]
+) -> tuple[StateShare, ...]:
+    result = []
+    for state in share:
+        elements = []
+        for source in state.sources:
+            old = files[source.old_subtask]
+            assert old is not None
+            spans = old.elements[state.name][source.first : source.first + source.count]
+            elements.extend(ElementSpan(old.stream, a, b, old.compressed) for a, b in spans)
+        result.append(StateShare(state.name, state.mode, tuple(elements)))
+    return tuple(result)

@@ -1,0 +1,246 @@
+"""What is in a savepoint, as plain data: the model behind `statectl inspect`.
+
+Operators, their states (from the serializer-proxy headers of the state files, §3.1, §4.2),
+per-subtask key-group ranges and bytes, and with `deep` the entries per keyed state.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from statectl.errors import StatectlError
+from statectl.formats import java_types, keyed_blocks, state_headers
+from statectl.formats.handles import (
+    DistributionMode,
+    IncrementalKeyedHandle,
+    KeyedHandle,
+    KeyGroupsHandle,
+    stream_size,
+)
+from statectl.formats.metadata import OperatorState, SubtaskState, snapshot_kind
+from statectl.savepoint import native
+from statectl.savepoint.keyed import (
+    iter_blocks,
+    keyed_handle_bytes,
+    keyed_header,
+    operator_handle_bytes,
+)
+from statectl.savepoint.model import Savepoint
+
+
+@dataclass(frozen=True)
+class StateSummary:
+    name: str
+    scope: str  # "keyed" | "operator"
+    kind: str  # VALUE, LIST, MAP, REDUCING, AGGREGATING, TIMERS, BROADCAST, …
+    mode: str | None  # operator state: SPLIT_DISTRIBUTE | UNION | BROADCAST
+    entries: int | None = None  # keyed state with --deep: entries in key-group blocks
+    elements: int | None = None  # operator state: list elements or broadcast maps
+
+
+@dataclass(frozen=True)
+class NativeFileSummary:
+    name: str  # local name inside the RocksDB instance, e.g. 000019.sst
+    kind: str  # SST, MANIFEST, CURRENT, OPTIONS, OTHER
+    shared: bool  # shared (incremental: reused across checkpoints) or private
+    bytes: int
+
+
+@dataclass(frozen=True)
+class NativeSummary:
+    """A RocksDB instance behind a native keyed handle (§5.1)."""
+
+    checkpoint_id: int
+    backend_id: str
+    meta_bytes: int
+    files: tuple[NativeFileSummary, ...]
+    column_families: tuple[str, ...]  # one per state, named by it
+
+
+@dataclass(frozen=True)
+class SubtaskSummary:
+    index: int
+    key_groups: tuple[int, int] | None
+    keyed_bytes: int
+    operator_bytes: int
+    keyed_format: str | None  # "canonical" | "native" | None
+    finished: bool = False
+    native: NativeSummary | None = None
+
+
+@dataclass(frozen=True)
+class OperatorSummary:
+    id: str
+    uid: str | None
+    name: str | None
+    parallelism: int
+    max_parallelism: int
+    finished: bool
+    coordinator_bytes: int
+    states: tuple[StateSummary, ...]
+    subtasks: tuple[SubtaskSummary, ...]
+    key_serializer: str | None = None
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.keyed_bytes + s.operator_bytes for s in self.subtasks) + self.coordinator_bytes
+
+
+@dataclass(frozen=True)
+class SavepointSummary:
+    location: str
+    metadata_version: int
+    checkpoint_id: int
+    snapshot: str  # "savepoint (CANONICAL)", "savepoint (NATIVE)", "checkpoint" or "unknown"
+    operators: tuple[OperatorSummary, ...]
+    deep: bool = False
+    notes: tuple[str, ...] = field(default=())
+
+
+def summarize(sp: Savepoint, operator: str | None = None, deep: bool = False) -> SavepointSummary:
+    ops = (sp.find_operator(operator),) if operator else sp.operators
+    return SavepointSummary(
+        location=sp.directory.url,
+        metadata_version=sp.metadata.version,
+        checkpoint_id=sp.metadata.checkpoint_id,
+        snapshot=_snapshot(sp),
+        operators=tuple(summarize_operator(sp, op, deep) for op in ops),
+        deep=deep,
+    )
+
+
+def summarize_operator(sp: Savepoint, op: OperatorState, deep: bool) -> OperatorSummary:
+    subtasks = op.subtasks or ()
+    keyed = _keyed_states(sp, subtasks, deep, op.max_parallelism)
+    return OperatorSummary(
+        id=op.operator_id_hex,
+        uid=op.uid,
+        name=op.name,
+        parallelism=op.parallelism,
+        max_parallelism=op.max_parallelism,
+        finished=op.subtasks is None,
+        coordinator_bytes=stream_size(op.coordinator_state),
+        states=keyed.states + _operator_states(subtasks),
+        subtasks=tuple(_subtask_summary(sp, s) for s in subtasks),
+        key_serializer=keyed.key_serializer,
+    )
+
+
+def _subtask_summary(sp: Savepoint, subtask: SubtaskState) -> SubtaskSummary:
+    keyed = subtask.managed_keyed_state
+    return SubtaskSummary(
+        index=subtask.index,
+        key_groups=getattr(keyed, "key_groups", None),
+        keyed_bytes=keyed_handle_bytes(keyed) + keyed_handle_bytes(subtask.raw_keyed_state),
+        operator_bytes=operator_handle_bytes(subtask.managed_operator_state)
+        + operator_handle_bytes(subtask.raw_operator_state),
+        keyed_format=_keyed_format(keyed),
+        finished=subtask.finished,
+        native=_native_summary(sp, keyed) if isinstance(keyed, IncrementalKeyedHandle) else None,
+    )
+
+
+def _native_summary(sp: Savepoint, handle: IncrementalKeyedHandle) -> NativeSummary:
+    size = stream_size
+    files = tuple(
+        NativeFileSummary(f.local_path, native.file_kind(f.local_path), shared, size(f.handle))
+        for shared, group in ((True, handle.shared), (False, handle.private))
+        for f in sorted(group, key=lambda f: f.local_path)
+    )
+    header = keyed_header(sp, handle)
+    families = tuple(header.state_names()) if header else ()
+    return NativeSummary(
+        handle.checkpoint_id, handle.backend_id, stream_size(handle.meta), files, families
+    )
+
+
+def _keyed_format(handle: KeyedHandle | None) -> str | None:
+    if isinstance(handle, KeyGroupsHandle):
+        return "canonical"
+    if isinstance(handle, IncrementalKeyedHandle):
+        return "native"
+    return None if handle is None else "changelog"
+
+
+# --- keyed states ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _KeyedStates:
+    states: tuple[StateSummary, ...] = ()
+    key_serializer: str | None = None
+
+
+def _keyed_states(
+    sp: Savepoint, subtasks: tuple[SubtaskState, ...], deep: bool, max_parallelism: int
+) -> _KeyedStates:
+    kinds: dict[str, str] = {}
+    entries: Counter[str] = Counter()
+    key_serializer = None
+    for subtask in subtasks:
+        handle = subtask.managed_keyed_state
+        header = keyed_header(sp, handle) if handle is not None else None
+        if header is None:
+            continue
+        key_serializer = key_serializer or header.key_serializer
+        for state in header.states:
+            kinds.setdefault(state.name, state.kind)
+        if deep and isinstance(handle, KeyGroupsHandle):
+            entries.update(_count_canonical_entries(sp, handle, header))
+        elif deep and isinstance(handle, IncrementalKeyedHandle):
+            instance = native.native_instance(sp, handle, f"subtask {subtask.index}")
+            prefix_bytes = java_types.key_group_prefix_bytes(max_parallelism)
+            entries.update(native.count_entries(instance, prefix_bytes))
+    states = tuple(
+        StateSummary(name, "keyed", kind, None, entries.get(name, 0) if deep else None)
+        for name, kind in kinds.items()
+    )
+    return _KeyedStates(states, key_serializer)
+
+
+def _count_canonical_entries(
+    sp: Savepoint, handle: KeyGroupsHandle, header: state_headers.KeyedStateHeader
+) -> Counter[str]:
+    assert handle.delegate is not None
+    stream = sp.stream(handle.delegate)
+    counts: Counter[str] = Counter()
+    names = [s.name for s in header.states]
+    for span, block in iter_blocks(stream, handle):
+        try:
+            per_state = keyed_blocks.count_entries(block, header.compressed, len(names))
+        except StatectlError as exc:
+            raise exc.with_source(f"{stream.description} (key group {span.key_group})") from None
+        for state_id, count in per_state.items():
+            counts[names[state_id]] += count
+    return counts
+
+
+# --- operator states ---------------------------------------------------------------------
+
+
+def _operator_states(subtasks: tuple[SubtaskState, ...]) -> tuple[StateSummary, ...]:
+    modes: dict[str, DistributionMode] = {}
+    elements: Counter[str] = Counter()
+    for subtask in subtasks:
+        for handle in (subtask.managed_operator_state, subtask.raw_operator_state):
+            for state in handle.states if handle else ():
+                modes.setdefault(state.name, state.mode)
+                elements[state.name] += len(state.offsets)
+    return tuple(
+        StateSummary(
+            name,
+            "operator",
+            "BROADCAST" if mode == DistributionMode.BROADCAST else "LIST",
+            mode.name,
+            elements=elements[name],
+        )
+        for name, mode in modes.items()
+    )
+
+
+def _snapshot(sp: Savepoint) -> str:
+    kind = snapshot_kind(sp.metadata.properties)
+    if kind is None:
+        return "unknown"
+    return f"savepoint ({kind.format})" if kind.savepoint else "checkpoint"

@@ -1,0 +1,732 @@
+"""`statectl verify`: every consistency check a CI step can run on a savepoint before deploying.
+
+Checks (flink-savepoint-format.md §2–§4): every referenced file exists with the size its handle
+declares; per keyed operator the subtasks' key-group ranges cover [0, maxParallelism) exactly
+once; key-group offsets lie inside their files and strictly ascend (§4.3: 0 = empty key group);
+serializer-proxy headers parse (§3.1, §4.2); operator-state offsets lie inside their files
+(§3.4). With `deep`: every key-group block walks to its end mark (§4.4, Snappy checksums
+verified for compressed blocks, §4.5), every key splits into its parts (§4.6), carries the key
+group of the block it is in and, for key types statectl knows (§7), the key group its Java hash
+gives (§6.1); the subtasks' keyed headers merge into one (what rescale writes); operator-state
+elements and broadcast maps read as the readers read them, and elements of known types parse to
+their ends.
+
+The format rules are not repeated here: offsets, headers, blocks, entries and operator-state
+elements are read by the functions `inspect`, `diff`, `export` and `rescale` read them with
+(`keyed_blocks.block_spans`, `keyed.canonical_header`, `keyed.iter_blocks`,
+`entries.block_entries`, `entries.split_key`, `entries.OperatorFile`,
+`entries.merge_keyed_headers`), so a savepoint `verify --deep` passes is one they read. Verify adds
+only cross-checks: sizes, key-group coverage, key prefixes and hashes, Snappy checksums.
+
+The checks read files but never print: they return `Finding`s. `ensure_consistent` raises the
+first one, so other commands refuse inconsistent input before writing anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from statectl.errors import SavepointError, StatectlError, one_line
+from statectl.formats import keyed_blocks, operator_state, snappy_framed, state_headers
+from statectl.formats.handles import (
+    ChangelogByteIncrementHandle,
+    ChangelogFileIncrementHandle,
+    ChangelogHandle,
+    HandleCode,
+    IncrementalKeyedHandle,
+    KeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+    SegmentFileHandle,
+    StreamHandle,
+)
+from statectl.formats.java_types import (
+    UPPER_BOUND_MAX_PARALLELISM,
+    KeyType,
+    key_group_prefix_bytes,
+    key_type_for_serializer,
+)
+from statectl.formats.key_groups import key_group_range
+from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.formats.state_values import StateCodec
+from statectl.savepoint import entries
+from statectl.savepoint.keyed import canonical_header, iter_blocks
+from statectl.savepoint.model import Savepoint, StateStream, describe_operator
+from statectl.savepoint.reader import open_savepoint
+
+_JAVA_SERIALIZATION_MAGIC = b"\xac\xed\x00\x05"
+_HASHED_KINDS = frozenset({"VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "FOLDING", "TIMERS"})
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One problem: where (operator, subtask, file) and what is wrong."""
+
+    operator: str | None  # uid, or the 32-hex id when the operator has no uid
+    operator_id: str | None
+    subtask: int | None
+    file: str | None
+    problem: str
+    # Intact state in a layout statectl does not parse: commands that only copy bytes go on.
+    unreadable: bool = False
+
+    @property
+    def message(self) -> str:
+        """`operator <op>, subtask <n>: <problem>` (as much of the context as there is)."""
+        where = []
+        if self.operator is not None:
+            where.append(f"operator {self.operator}")
+        if self.subtask is not None:
+            where.append(f"subtask {self.subtask}")
+        return (", ".join(where) + ": " if where else "") + self.problem
+
+    def line(self, location: str) -> str:
+        """`<file>: operator <op>, subtask <n>: <problem>` on one line."""
+        return one_line(f"{self.file or location}: {self.message}")
+
+
+@dataclass(frozen=True)
+class Verification:
+    location: str
+    deep: bool
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
+    operators: int = 0
+    subtasks: int = 0
+    files: int = 0
+    key_groups: int = 0  # non-empty key groups seen (their blocks walked with `deep`)
+    entries: int = 0  # keyed entries walked (deep)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+
+def verify_location(
+    url: str, storage_options: dict[str, Any] | None = None, deep: bool = False
+) -> Verification:
+    """Open and verify; a savepoint that cannot be opened is one finding, not an exception."""
+    try:
+        sp = open_savepoint(url, storage_options)
+    except StatectlError as exc:
+        return Verification(url, deep, (Finding(None, None, None, exc.source or url, exc.message),))
+    return verify(sp, deep)
+
+
+def verify(
+    sp: Savepoint, deep: bool = False, operators: Sequence[OperatorState] | None = None
+) -> Verification:
+    """All checks over `operators` (default: every operator of the savepoint)."""
+    checker = _Checker(sp, deep)
+    checker.run(sp.operators if operators is None else operators)
+    return checker.result()
+
+
+def _heap_checkpoint(stream: StateStream, present: list[tuple[int, int]]) -> bool:
+    """Code 3/12 handles are full-snapshot checkpoints: the hashmap backend's own format since
+    Flink 1.15 (RocksDB checkpoints are native); tell it by its first key group above 0."""
+    for key_group, offset in present:
+        if key_group > 0 and offset + 4 <= stream.size:
+            return keyed_blocks.is_heap_checkpoint_block(stream.read(offset, offset + 4), key_group)
+    return False
+
+
+def ensure_consistent(
+    sp: Savepoint, operators: Sequence[OperatorState] | None = None, *, copies_only: bool = False
+) -> None:
+    """Raise the first problem the shallow checks find (for commands that read or write state).
+
+    `copies_only`: the command copies state files without parsing them (migrate), so state in
+    a layout statectl does not read is no obstacle.
+    """
+    for finding in verify(sp, deep=False, operators=operators).findings:
+        if not (copies_only and finding.unreadable):
+            raise SavepointError(finding.message, finding.file or sp.directory.url)
+
+
+# --- the checker --------------------------------------------------------------------------
+
+
+@dataclass
+class _Where:
+    op: OperatorState | None = None
+    subtask: int | None = None
+    file: str | None = None
+
+
+@dataclass
+class _Checker:
+    sp: Savepoint
+    deep: bool
+    findings: list[Finding] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    sizes: dict[str, int | str] = field(default_factory=dict)  # url → size, or why none
+    inline_streams: int = 0
+    stats: Counter[str] = field(default_factory=Counter)
+    # The current operator's keyed headers: (subtask, file, header).
+    headers: list[tuple[int | None, str, state_headers.KeyedStateHeader]] = field(
+        default_factory=list
+    )
+
+    def run(self, operators: Sequence[OperatorState]) -> None:
+        self._check_properties()
+        seen: dict[bytes, int] = Counter()
+        for op in operators:
+            seen[op.operator_id] += 1
+            if seen[op.operator_id] == 2:
+                self.add(_Where(op), "operator id appears more than once in _metadata")
+            self.stats["operators"] += 1
+            try:
+                self._operator(op)
+            except StatectlError as exc:  # a check that could not finish is a finding too
+                self.add(_Where(op, file=exc.source), exc.message)
+
+    def result(self) -> Verification:
+        unique = tuple(dict.fromkeys(self.findings))
+        return Verification(
+            self.sp.directory.url,
+            self.deep,
+            unique,
+            tuple(dict.fromkeys(self.notes)),
+            self.stats["operators"],
+            self.stats["subtasks"],
+            len(self.sizes) + self.inline_streams,
+            self.stats["key_groups"],
+            self.stats["entries"],
+        )
+
+    def add(self, where: _Where, problem: str, *, unreadable: bool = False) -> None:
+        op = where.op
+        self.findings.append(
+            Finding(
+                (op.uid or op.operator_id_hex) if op else None,
+                op.operator_id_hex if op else None,
+                where.subtask,
+                where.file or self.sp.metadata_location.url,  # else `_metadata` says it
+                problem,
+                unreadable,
+            )
+        )
+
+    def note(self, text: str) -> None:
+        self.notes.append(text)
+
+    def _check_properties(self) -> None:
+        md = self.sp.metadata
+        if md.version >= 4 and not md.properties.startswith(_JAVA_SERIALIZATION_MAGIC):
+            where = _Where(file=self.sp.metadata_location.url)
+            self.add(where, "checkpoint properties are missing or not a Java serialization stream")
+
+    # --- operators -----------------------------------------------------------------------
+
+    def _operator(self, op: OperatorState) -> None:
+        where = _Where(op)
+        if not 0 < op.max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+            self.add(where, f"max parallelism {op.max_parallelism} is outside 1..32768")
+            return
+        if not 0 < op.parallelism <= op.max_parallelism:
+            self.add(
+                where,
+                f"parallelism {op.parallelism} is outside 1..{op.max_parallelism} "
+                "(its max parallelism)",
+            )
+            return
+        subtasks = self._subtask_indexes(op)
+        ranges: list[tuple[int, int, int]] = []
+        self.headers = []
+        for subtask in subtasks:
+            self.stats["subtasks"] += 1
+            ranges += self._subtask(op, subtask)
+        if ranges:
+            self._coverage(op, subtasks, ranges)
+        if self.deep and len(self.headers) > 1:
+            self._headers_merge(op)
+
+    def _headers_merge(self, op: OperatorState) -> None:
+        """The subtasks' keyed headers merge into the one rescale writes to every new file."""
+        where = describe_operator(op)
+        subtasks, sources, headers = zip(*self.headers, strict=True)
+        try:
+            entries.merge_keyed_headers(headers, where, sources)
+        except StatectlError as exc:
+            subtask = subtasks[sources.index(exc.source)] if exc.source in sources else None
+            problem = exc.message.removeprefix(f"operator {where}: ")
+            self.add(_Where(op, subtask, exc.source), problem)
+
+    def _subtask_indexes(self, op: OperatorState) -> list[SubtaskState]:
+        seen: set[int] = set()
+        result = []
+        for subtask in op.subtasks or ():
+            where = _Where(op, subtask.index)
+            if subtask.index >= op.parallelism:
+                self.add(where, f"subtask index is not below the parallelism {op.parallelism}")
+            elif subtask.index in seen:
+                self.add(where, "subtask appears more than once")
+            else:
+                seen.add(subtask.index)
+                if not subtask.finished:
+                    result.append(subtask)
+        return result
+
+    def _subtask(self, op: OperatorState, subtask: SubtaskState) -> list[tuple[int, int, int]]:
+        where = _Where(op, subtask.index)
+        ranges = []
+        for keyed, managed in (
+            (subtask.managed_keyed_state, True),
+            (subtask.raw_keyed_state, False),
+        ):
+            if keyed is None:
+                continue
+            key_groups = self._keyed(where, keyed, managed)
+            if key_groups is not None and managed:
+                ranges.append((key_groups[0], key_groups[1], subtask.index))
+        for handle, managed in (
+            (subtask.managed_operator_state, True),
+            (subtask.raw_operator_state, False),
+        ):
+            if handle is not None:
+                self._operator_handle(where, handle, managed)
+        for channel in subtask.input_channel_states + subtask.output_channel_states:
+            self.stream(where, channel.delegate)
+        return ranges
+
+    # --- key-group coverage ----------------------------------------------------------------
+
+    def _coverage(
+        self, op: OperatorState, subtasks: list[SubtaskState], ranges: list[tuple[int, int, int]]
+    ) -> None:
+        max_p = op.max_parallelism
+        owners: list[list[int]] = [[] for _ in range(max_p)]
+        for first, last, index in ranges:
+            if first < 0 or last >= max_p:
+                self.add(
+                    _Where(op, index),
+                    f"key groups {first}–{last} are outside 0–{max_p - 1} (max parallelism)",
+                )
+            for key_group in range(max(first, 0), min(last, max_p - 1) + 1):
+                owners[key_group].append(index)
+        # A subtask whose backend registered no state has no keyed handle: its key groups are
+        # empty, not missing (Flink writes no handle for an empty backend).
+        with_keyed = {index for _, _, index in ranges}
+        stateless = [
+            i for i in range(op.parallelism) if i not in with_keyed and self._no_keyed(subtasks, i)
+        ]
+        excused: set[int] = set()
+        for index in stateless:
+            first, last = key_group_range(max_p, op.parallelism, index)
+            excused.update(range(first, last + 1))
+        for first, last, claimants in _runs(owners):
+            if len(claimants) > 1:
+                names = " and ".join(str(i) for i in sorted(set(claimants)))
+                self.add(
+                    _Where(op),
+                    f"key groups {first}–{last} are claimed by more than one subtask ({names})",
+                )
+            elif not claimants and not all(kg in excused for kg in range(first, last + 1)):
+                self.add(_Where(op), f"key groups {first}–{last} belong to no subtask")
+
+    @staticmethod
+    def _no_keyed(subtasks: list[SubtaskState], index: int) -> bool:
+        return all(s.managed_keyed_state is None for s in subtasks if s.index == index)
+
+    # --- files -----------------------------------------------------------------------------
+
+    def stream(self, where: _Where, handle: StreamHandle | None) -> StateStream | None:
+        """The stream behind a handle if its file exists with the declared size, else None."""
+        if handle is None:
+            return None
+        try:
+            stream = self.sp.stream(handle)
+        except StatectlError as exc:
+            self.add(_Where(where.op, where.subtask, exc.source), exc.message)
+            return None
+        if stream.location is None:
+            self.inline_streams += 1
+            return stream
+        url = stream.location.url
+        if url not in self.sizes:
+            try:
+                self.sizes[url] = stream.location.size()
+            except StatectlError as exc:
+                self.sizes[url] = exc.message  # "file not found", …
+        actual = self.sizes[url]
+        at = _Where(where.op, where.subtask, url)
+        if isinstance(actual, str):
+            self.add(at, actual)
+            return None
+        if isinstance(handle, SegmentFileHandle):
+            if stream.start + stream.size > actual:
+                self.add(
+                    at,
+                    f"segment [{stream.start}, {stream.start + stream.size}) runs past the end "
+                    f"of the file ({actual} bytes)",
+                )
+                return None
+        elif actual != stream.size:
+            shorter = "shorter" if actual < stream.size else "longer"
+            self.add(
+                at, f"file is {shorter} than its handle says ({actual} bytes, not {stream.size})"
+            )
+            return None
+        return stream
+
+    # --- keyed state -----------------------------------------------------------------------
+
+    def _keyed(self, where: _Where, handle: KeyedHandle, managed: bool) -> tuple[int, int] | None:
+        """Check one keyed handle; its key-group range for the coverage check."""
+        if isinstance(handle, KeyGroupsHandle):
+            self._key_groups_handle(where, handle, managed)
+            return handle.key_groups
+        if isinstance(handle, IncrementalKeyedHandle):
+            self._native(where, handle)
+            return handle.key_groups
+        self._changelog(where, handle)
+        first, count = handle.start_key_group, handle.num_key_groups
+        return (first, first + count - 1) if count > 0 else None
+
+    def _key_groups_handle(self, where: _Where, handle: KeyGroupsHandle, managed: bool) -> None:
+        if handle.delegate is None:
+            if any(handle.offsets):
+                self.add(where, "key-group offsets without a state file")
+            return
+        stream = self.stream(where, handle.delegate)
+        if stream is None:
+            return
+        at = _Where(where.op, where.subtask, stream.description)
+        if not managed:  # raw keyed state is written by user code: its bytes have no known layout
+            self._raw_offsets(at, handle, stream.size)
+            return
+        try:  # the readers' rule: inside the file, strictly ascending (§4.3)
+            spans = keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size)
+        except StatectlError as exc:
+            self.add(at, exc.message)
+            return
+        self.stats["key_groups"] += len(spans)
+        present = [(span.key_group, span.start) for span in spans]
+        if handle.code != HandleCode.SAVEPOINT_KEY_GROUPS and _heap_checkpoint(stream, present):
+            self.add(
+                at,
+                "keyed state in the hashmap backend's checkpoint format, which statectl does not "
+                "read; take a savepoint (CANONICAL) of the job instead",
+                unreadable=True,
+            )
+            return
+        op = where.op
+        header = self._keyed_header(
+            at, lambda: canonical_header(stream, handle), stream.description
+        )
+        if op is None or header is None:  # keyed handles are only checked within an operator
+            return
+        self.headers.append((where.subtask, stream.description, header))
+        if self.deep and spans:
+            blocks = ((span.key_group, bytes(block)) for span, block in iter_blocks(stream, handle))
+            _BlockWalker(self, at, op.max_parallelism, header).walk(blocks, stream.description)
+
+    def _raw_offsets(self, at: _Where, handle: KeyGroupsHandle, size: int) -> None:
+        """Raw keyed state (`KeyedStateCheckpointOutputStream`): no reader parses it, and a key
+        group started but left empty by user code shares the next one's offset, so offsets
+        only must not decrease."""
+        present = [(handle.start_key_group + i, o) for i, o in enumerate(handle.offsets) if o]
+        for key_group, offset in present:
+            if not 0 < offset < size:
+                self.add(
+                    at, f"key group {key_group}: offset {offset} is outside the file ({size} bytes)"
+                )
+                return
+        for (kg_a, a), (kg_b, b) in itertools.pairwise(present):
+            if b < a:
+                self.add(
+                    at,
+                    f"key group {kg_b}: offset {b} is below the offset {a} of key group {kg_a} "
+                    "(offsets must ascend with the key group)",
+                )
+                return
+        self.stats["key_groups"] += len({o for _, o in present})
+
+    def _keyed_header(
+        self,
+        at: _Where,
+        read: Callable[[], state_headers.KeyedStateHeader],
+        description: str,
+    ) -> state_headers.KeyedStateHeader | None:
+        """The header as the readers read it (`KeyedFile.header`, `native.meta_header`)."""
+        try:
+            header = read()
+        except StatectlError as exc:
+            self.add(at, f"keyed state header: {exc.message}")
+            return None
+        if not header.complete:
+            self.note(f"{description}: keyed state header read in part ({header.problem})")
+        return header
+
+    def _native(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
+        meta = self.stream(where, handle.meta)
+        files_ok = all(
+            self.stream(where, local.handle) is not None for local in handle.shared + handle.private
+        )
+        if meta is None:
+            return
+        at = _Where(where.op, where.subtask, meta.description)
+        header = self._keyed_header(
+            at, lambda: state_headers.parse_keyed_header(meta.read()), meta.description
+        )
+        assert where.op is not None
+        in_range = handle.key_groups is not None and (
+            handle.key_groups[0] >= 0 and handle.key_groups[1] < where.op.max_parallelism
+        )  # else a coverage finding; rows outside the key groups cannot be read by key group
+        if self.deep and header is not None and files_ok and in_range:
+            self._native_deep(where, handle)
+
+    def _native_deep(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
+        """Rows of the RocksDB instance, as canonical blocks, through the same key checks."""
+        try:
+            from statectl.savepoint import native
+        except ImportError:
+            self.note("RocksDB native state: files and headers checked; rows not read")
+            return
+        assert where.op is not None and handle.key_groups is not None
+        max_parallelism = where.op.max_parallelism
+        try:
+            instance = native.native_instance(self.sp, handle, where.op.uid or "")
+            _, header = native.meta_header(instance)  # the readers' rules for the meta file
+            states = [(s.name, i) for i, s in enumerate(header.states)]
+            blocks = native.read_blocks(
+                instance, states, *handle.key_groups, key_group_prefix_bytes(max_parallelism)
+            )
+            uncompressed = dataclasses.replace(header, compressed=False)
+            walker = _BlockWalker(self, where, max_parallelism, uncompressed)
+            walker.walk(self._counted(blocks), instance.description)
+        except StatectlError as exc:
+            self.add(_Where(where.op, where.subtask, exc.source), exc.message)
+
+    def _counted(self, blocks: Iterator[tuple[int, bytes]]) -> Iterator[tuple[int, bytes]]:
+        for block in blocks:
+            self.stats["key_groups"] += 1
+            yield block
+
+    def _changelog(self, where: _Where, handle: KeyedHandle) -> None:
+        if isinstance(handle, ChangelogHandle):
+            for part in handle.materialized + handle.non_materialized:
+                if part is not None:
+                    self._keyed(where, part, managed=False)
+        elif isinstance(handle, ChangelogFileIncrementHandle):
+            for stream_handle, _ in handle.handles_and_offsets:
+                self.stream(where, stream_handle)
+        elif not isinstance(handle, ChangelogByteIncrementHandle):
+            return
+        self.note("changelog state: only its files are checked")
+
+    # --- operator state --------------------------------------------------------------------
+
+    def _operator_handle(self, where: _Where, handle: OperatorStateHandle, managed: bool) -> None:
+        stream = self.stream(where, handle.delegate)
+        if stream is None:
+            if handle.delegate is None and any(s.offsets for s in handle.states):
+                self.add(where, "operator-state offsets without a state file")
+            return
+        at = _Where(where.op, where.subtask, stream.description)
+        try:
+            self._operator_file(at, handle, stream, managed)
+        except StatectlError as exc:
+            self.add(at, exc.message)
+
+    def _operator_file(
+        self, at: _Where, handle: OperatorStateHandle, stream: StateStream, managed: bool
+    ) -> None:
+        for state in handle.states:
+            if list(state.offsets) != sorted(state.offsets):
+                self.add(at, f"operator state {state.name!r}: offsets do not ascend")
+                return
+        offsets = [o for s in handle.states for o in s.offsets]
+        first = min(offsets, default=stream.size)
+        probe = stream.read(0, min(stream.size, max(first, 0)))
+        layout = operator_state.file_layout(handle.states, stream.size, probe)
+        if not managed:
+            return
+        header = state_headers.parse_operator_header(probe[: layout.header_length])
+        if not header.complete:
+            self.note(
+                f"{stream.description}: operator state header read in part ({header.problem})"
+            )
+        else:
+            known = {s.name for s in header.states}
+            for state in handle.states:
+                if state.name not in known:
+                    self.add(at, f"operator state {state.name!r} is not in the file's header")
+        if self.deep:
+            self._operator_elements(at, handle, stream, layout)
+
+    def _operator_elements(
+        self,
+        at: _Where,
+        handle: OperatorStateHandle,
+        stream: StateStream,
+        layout: operator_state.OperatorFileLayout,
+    ) -> None:
+        """Elements as `export`, `diff` and `rescale` read them (`entries.OperatorFile`), after
+        verify's own checksum pass over compressed elements (§3.5)."""
+        if layout.compressed and not self._operator_checksums(at, stream, layout):
+            return
+        elements = entries.OperatorFile("", "", 0, handle, stream).elements()
+        counts: Counter[str] = Counter()
+        while True:
+            try:
+                element = next(elements, None)
+            except StatectlError as exc:
+                self.add(at, exc.message)
+                return
+            if element is None:
+                return
+            counts[element.state] += 1
+            try:
+                _check_element(element)
+            except StatectlError as exc:
+                number = counts[element.state]
+                self.add(at, f"operator state {element.state!r}, element {number}: {exc.message}")
+                return
+
+    def _operator_checksums(
+        self, at: _Where, stream: StateStream, layout: operator_state.OperatorFileLayout
+    ) -> bool:
+        for state in layout.states:
+            for start, end in state.spans:
+                try:
+                    snappy_framed.decompress_chunks(stream.read(start, end), verify=True)
+                except StatectlError as exc:
+                    self.add(
+                        at,
+                        f"operator state {state.name!r}, element at offset {start}: {exc.message}",
+                    )
+                    return False
+        return True
+
+
+# --- deep walk of key-group blocks ----------------------------------------------------------
+
+
+@dataclass
+class _BlockWalker:
+    checker: _Checker
+    at: _Where
+    max_parallelism: int
+    header: state_headers.KeyedStateHeader
+
+    def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
+        """Walk each (key group, block) as the readers do, then check every key's key group."""
+        prefix_bytes = key_group_prefix_bytes(self.max_parallelism)
+        key_type = key_type_for_serializer(self.header.key_serializer)
+        codecs = entries.codecs_for(self.header)
+        for key_group, block in blocks:
+            try:
+                found = self._entries(key_group, block)
+            except StatectlError as exc:
+                self.checker.add(self.at, f"key group {key_group}: {exc.message}")
+                continue
+            self.checker.stats["entries"] += len(found)
+            self._keys(key_group, found, prefix_bytes, key_type, codecs)
+        if key_type is None:
+            self.checker.note(
+                f"{description}: key type {self.header.key_serializer} is not one statectl "
+                "hashes; keys were checked against their key-group prefix only"
+            )
+
+    def _entries(self, key_group: int, block: bytes) -> list[entries.KeyedEntry]:
+        """The block's entries by the readers' rule (`entries.block_entries`); Snappy
+        checksums are verify's own cross-check (§4.5)."""
+        compressed = self.header.compressed
+        data = snappy_framed.decompress_stream(block, verify=True) if compressed else block
+        return list(entries.block_entries(key_group, data, self.header, False))
+
+    def _keys(
+        self,
+        key_group: int,
+        found: list[entries.KeyedEntry],
+        prefix_bytes: int,
+        key_type: KeyType | None,
+        codecs: dict[str, StateCodec],
+    ) -> None:
+        bad_prefix: list[int] = []
+        bad_hash: list[str] = []
+        unsplit: list[str] = []
+        for entry in found:
+            prefix = int.from_bytes(entry.key[:prefix_bytes], "big")
+            if prefix != key_group:
+                bad_prefix.append(prefix)
+                continue
+            state = entry.state
+            try:  # the split `export` makes of every key (§4.6)
+                entries.split_key(entry, self.max_parallelism, codecs[state.name])
+            except StatectlError as exc:
+                unsplit.append(f"state {state.name!r}: {exc.message}")
+                continue
+            if key_type is None or state.kind not in _HASHED_KINDS:
+                continue
+            start = prefix_bytes + (8 if state.kind == "TIMERS" else 0)
+            problem = _hash_problem(key_type, entry.key, start, self.max_parallelism, key_group)
+            if problem:
+                bad_hash.append(f"state {state.name!r}: {problem}")
+        if bad_prefix:
+            self.checker.add(
+                self.at,
+                f"key group {key_group}: {len(bad_prefix)} of {len(found)} keys carry another "
+                f"key-group prefix (first: {bad_prefix[0]})",
+            )
+        if bad_hash:
+            self.checker.add(
+                self.at,
+                f"key group {key_group}: {len(bad_hash)} keys do not hash to it ({bad_hash[0]})",
+            )
+        if unsplit:
+            self.checker.add(
+                self.at,
+                f"key group {key_group}: {len(unsplit)} keys do not split into their parts "
+                f"({unsplit[0]})",
+            )
+
+
+def _hash_problem(
+    key_type: KeyType, key: bytes, start: int, max_parallelism: int, key_group: int
+) -> str | None:
+    try:
+        value, _ = key_type.read(key, start)
+        actual = key_type.key_group(value, max_parallelism)
+    except StatectlError as exc:
+        return exc.message
+    if actual == key_group:
+        return None
+    return f"key {value!r} hashes to key group {actual}"
+
+
+def _check_element(element: entries.OperatorElement) -> None:
+    """A broadcast map splits as `export` splits it and holds its entry count; a list element
+    of a type statectl reads fills its bytes exactly."""
+    if element.kind == "BROADCAST":
+        operator_state.broadcast_entry_count(element.value)
+        entries.broadcast_entries(element)
+        return
+    serializer = element.meta.value_serializer if element.meta else None
+    element_type = key_type_for_serializer(serializer.class_name if serializer else None)
+    if element_type is not None and element.value:
+        _read_exactly(element_type, element.value)
+
+
+def _read_exactly(element_type: KeyType, data: bytes) -> None:
+    _, end = element_type.read(data, 0)
+    if end != len(data):
+        raise SavepointError(
+            f"a {element_type.name} element of {end} bytes does not fill its {len(data)} bytes"
+        )
+
+
+def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:
+    """Maximal runs of key groups with the same owners."""
+    start = 0
+    for key_group in range(1, len(owners) + 1):
+        if key_group == len(owners) or owners[key_group] != owners[start]:
+            yield start, key_group - 1, owners[start]
+            start = key_group
