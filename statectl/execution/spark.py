@@ -186,7 +186,11 @@ class SparkEngine:
         if not tasks:
             return []
         guarded_emit = guarded(emit)
-        guarded_reduce = guarded(lambda kv: reduce(kv[0], list(kv[1])))
+
+        def reduce_group(group: tuple[K, Iterable[V]]) -> R:
+            return reduce(group[0], list(group[1]))
+
+        guarded_reduce = guarded(reduce_group)
 
         def pairs(task: T) -> list[Any]:
             emitted = guarded_emit(task)
@@ -217,13 +221,19 @@ class SparkEngine:
             except (errors.StatectlError, OSError) as exc:
                 yield _FAILURE_KEY, failure(exc)
 
-        def written(partition: int, sorted_records: Iterator[Any]) -> Iterator[R | TaskFailure]:
-            head = next(sorted_records, None)
+        def written(partition: int, sorted_records: Iterable[Any]) -> Iterator[R | TaskFailure]:
+            stream = iter(sorted_records)
+            head = next(stream, None)
             if head is not None and head[0] == _FAILURE_KEY:
                 yield head[1]
                 return
-            stream = sorted_records if head is None else itertools.chain((head,), sorted_records)
-            yield guarded(lambda n: write(n, stream))(partition)
+            if head is not None:
+                stream = itertools.chain((head,), stream)
+
+            def write_partition(n: int) -> R:
+                return write(n, stream)
+
+            yield guarded(write_partition)(partition)
 
         _name_job(context, f"shuffle {len(sources)} sources")
         try:
@@ -325,7 +335,8 @@ def collect(rdd: Any) -> list[Any]:
     """`rdd.collect()`, with an error a task raised anyway (one `guarded` did not catch) as one
     line instead of the Java exception that carries the worker's traceback."""
     try:
-        return rdd.collect()
+        results: list[Any] = rdd.collect()
+        return results
     except Exception as exc:
         error = task_error(exc)
         if error is None:
