@@ -246,7 +246,8 @@ def masked_crc32c(data: _Data) -> int:
     framed = memoryview(cramjam.snappy.compress(data))
     if not len(data):  # cramjam writes nothing at all for empty input
         return mask_crc(0)
-    return _CRC.unpack_from(framed, len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE)[0]
+    masked: int = _CRC.unpack_from(framed, len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE)[0]
+    return masked
 
 
 def mask_crc(crc: int) -> int:
