@@ -17,12 +17,12 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 
 
-def decode_modified_utf8(data: bytes) -> str:
+def decode_modified_utf8(data: bytes | bytearray | memoryview) -> str:
     """Java's modified UTF-8: `C0 80` is NUL, supplementary characters are surrogate pairs."""
     try:
         cesu = bytes(data).replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
         return cesu.encode("utf-16-be", "surrogatepass").decode("utf-16-be")
-    except UnicodeError as exc:
+    except (UnicodeDecodeError, UnicodeEncodeError) as exc:
         raise FormatError(f"invalid modified UTF-8 string: {exc.reason}") from None
 
 
@@ -104,16 +104,20 @@ class DataReader:
         return self._take(1)[0] != 0
 
     def read_i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
+        value: int = _I16.unpack(self._take(2))[0]
+        return value
 
     def read_u16(self) -> int:
-        return _U16.unpack(self._take(2))[0]
+        value: int = _U16.unpack(self._take(2))[0]
+        return value
 
     def read_i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
+        value: int = _I32.unpack(self._take(4))[0]
+        return value
 
     def read_i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
+        value: int = _I64.unpack(self._take(8))[0]
+        return value
 
     def read_utf(self) -> str:
         start = self.pos

@@ -184,9 +184,10 @@ class _Parser:
         desc = self.class_desc()
         values: list[Any] = []
         self._new_handle(values)
-        element = desc.name[1] if desc is not None and len(desc.name) > 1 else "L"
+        name = desc.name if desc is not None else ""
+        element = name[1] if len(name) > 1 else "L"
         if element not in _PRIMITIVES and element not in "L[":
-            raise FormatError(f"Java serialization: unknown array type {excerpt(desc.name)}")
+            raise FormatError(f"Java serialization: unknown array type {excerpt(name)}")
         r = self.reader
         count = r.check_count(r.read_i32(), "array element", r.pos - 4, _ELEMENT_SIZES[element])
         values.extend(self._value(element) for _ in range(count))

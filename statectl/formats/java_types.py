@@ -52,14 +52,16 @@ def java_double_bits(value: float) -> int:
     """`Double.doubleToLongBits`: raw bits, every NaN collapsed to the canonical one."""
     if math.isnan(value):
         return 0x7FF8000000000000
-    return struct.unpack(">Q", struct.pack(">d", value))[0]
+    bits: int = struct.unpack(">Q", struct.pack(">d", value))[0]
+    return bits
 
 
 def java_float_bits(value: float) -> int:
     """`Float.floatToIntBits`: raw bits, every NaN collapsed to the canonical one."""
     if math.isnan(value):
         return 0x7FC00000
-    return struct.unpack(">I", struct.pack(">f", value))[0]
+    bits: int = struct.unpack(">I", struct.pack(">f", value))[0]
+    return bits
 
 
 # --- key groups (§6.1–§6.3) ----------------------------------------------------------------

@@ -69,7 +69,8 @@ def is_heap_checkpoint_block(head: Buffer, key_group: int) -> bool:
     """
     if key_group < 1 or len(head) < _I32.size:
         raise ValueError("needs the first four bytes of a key group from 1 up")
-    return _I32.unpack_from(head)[0] == key_group
+    first: int = _I32.unpack_from(head)[0]
+    return first == key_group
 
 
 def block_spans(start_key_group: int, offsets: Sequence[int], file_size: int) -> list[BlockSpan]:
@@ -192,7 +193,7 @@ def _need(data: memoryview, pos: int, count: int, what: str) -> int:
 
 
 def _state_id(data: memoryview, pos: int, num_states: int | None, seen: set[int]) -> int:
-    state_id = _U16.unpack_from(data, _need(data, pos, 2, "state id"))[0]
+    state_id: int = _U16.unpack_from(data, _need(data, pos, 2, "state id"))[0]
     if state_id == END_OF_KEY_GROUP_MARK:
         raise FormatError(
             f"key-group block has an end mark at offset {pos} where a state run starts"

@@ -153,7 +153,7 @@ def broadcast_entry_count(element: Buffer) -> int:
     """
     if len(element) < 4:
         raise FormatError(f"broadcast state of {len(element)} bytes has no entry count")
-    count = _I32.unpack_from(element, 0)[0]
+    count: int = _I32.unpack_from(element, 0)[0]
     if count < 0:
         raise FormatError(f"negative broadcast state entry count {count}")
     if count > len(element) - 4 + 1:

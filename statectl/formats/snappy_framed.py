@@ -9,6 +9,12 @@ Flink opens one stream per key-group block, and one per operator-state file whos
 start a new chunk, so an element is a chunk sequence without the identifier. Flink reads with
 checksum verification off; so does `decompress_*` unless asked to verify.
 
+cramjam does the Snappy work: its framed format is this one, so it writes the chunks (and their
+CRC-32C) and, when verifying, decodes the whole stream checking every checksum. The chunks are
+still walked here: a stream must be bomb-checked before cramjam decodes it, checksums are ignored
+unless verifying, and an element has no identifier. Without verification each compressed chunk's
+body is decoded alone (`decompress_raw`).
+
 A compressed chunk's payload starts with the raw Snappy preamble, the uncompressed length as a
 varint. It is checked before decompressing: Snappy allocates what it declares, so a few corrupt
 bytes claiming 4 GiB would otherwise exhaust memory. The framing format caps a chunk at 64 KiB
@@ -45,6 +51,7 @@ _DATA_PREFIX = _CHUNK_HEADER_SIZE + _CRC_SIZE  # a data chunk's payload starts t
 _MASK_DELTA = 0xA282EAD8
 
 Buffer = bytes | bytearray | memoryview
+_Data = Buffer | cramjam.Buffer  # a chunk's data: cramjam's output, or a view of the input
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,55 +80,84 @@ def decompress_chunks(data: Buffer, verify: bool = False) -> bytes:
 def iter_chunks(data: Buffer, pos: int = 0) -> Iterator[Chunk]:
     """The chunks of `data` from `pos`, checking that they tile it exactly."""
     view = memoryview(data)
+    for kind, at, end in _walk(view, pos):
+        if kind in (COMPRESSED, UNCOMPRESSED):
+            yield Chunk(
+                kind, _CRC.unpack_from(view, at + _CHUNK_HEADER_SIZE)[0], at + _DATA_PREFIX, end
+            )
+        else:
+            yield Chunk(kind, None, at + _CHUNK_HEADER_SIZE, end)
+
+
+def _walk(view: memoryview, pos: int) -> Iterator[tuple[int, int, int]]:
+    """(type, offset, end) of each chunk from `pos`, checking that they tile `view` exactly."""
     size = len(view)
     while pos < size:
         if pos + _CHUNK_HEADER_SIZE > size:
             raise FormatError(f"Snappy chunk header truncated at offset {pos}")
         header = _HEADER.unpack_from(view, pos)[0]
         kind, length = header & 0xFF, header >> 8
-        start, end = pos + _CHUNK_HEADER_SIZE, pos + _CHUNK_HEADER_SIZE + length
+        start = pos + _CHUNK_HEADER_SIZE
+        end = start + length
         if end > size:
             raise FormatError(
                 f"Snappy chunk at offset {pos} needs {length} bytes, only {size - start} left"
             )
-        yield _chunk(view, kind, pos, start, end)
+        if kind <= UNCOMPRESSED:
+            if length < _CRC_SIZE:
+                raise FormatError(
+                    f"Snappy data chunk at offset {pos} is too short for its checksum"
+                )
+        elif kind == STREAM_IDENTIFIER_TYPE:
+            # The identifier may repeat (concatenated streams); it must always be the full one.
+            if view[pos:end] != STREAM_IDENTIFIER:
+                raise FormatError(f"corrupt Snappy stream identifier at offset {pos}")
+        elif kind < 0x80:
+            raise FormatError(
+                f"reserved unskippable Snappy chunk type 0x{kind:02x} at offset {pos}"
+            )
+        yield kind, pos, end
         pos = end
 
 
-def _chunk(view: memoryview, kind: int, pos: int, start: int, end: int) -> Chunk:
-    if kind in (COMPRESSED, UNCOMPRESSED):
-        if end - start < _CRC_SIZE:
-            raise FormatError(f"Snappy data chunk at offset {pos} is too short for its checksum")
-        return Chunk(kind, _CRC.unpack_from(view, start)[0], start + _CRC_SIZE, end)
-    if kind == STREAM_IDENTIFIER_TYPE:
-        # The identifier may repeat (concatenated streams); it must always be the full one.
-        if view[pos:end] != STREAM_IDENTIFIER:
-            raise FormatError(f"corrupt Snappy stream identifier at offset {pos}")
-    elif kind < 0x80:
-        raise FormatError(f"reserved unskippable Snappy chunk type 0x{kind:02x} at offset {pos}")
-    return Chunk(kind, None, start, end)
-
-
 def _decompress(view: memoryview, pos: int, verify: bool) -> bytes:
-    parts: list[Buffer] = []
-    for chunk in iter_chunks(view, pos):
-        if chunk.type == COMPRESSED:
-            part = _decompress_raw(view[chunk.start : chunk.end], chunk.start - _DATA_PREFIX)
-        elif chunk.type == UNCOMPRESSED:
-            part = view[chunk.start : chunk.end]
+    if verify:
+        verified = _verified_by_cramjam(view, pos)
+        if verified is not None:
+            return verified
+    # Chunk by chunk, in order: the first problem is the one reported.
+    parts: list[_Data] = []
+    for kind, at, end in _walk(view, pos):
+        part: _Data
+        if kind == COMPRESSED:
+            part = _decompress_raw(view[at + _DATA_PREFIX : end], at)
+        elif kind == UNCOMPRESSED:
+            part = view[at + _DATA_PREFIX : end]
         else:
             continue
         if verify:
-            _verify(part, chunk)
+            _verify(part, at, _CRC.unpack_from(view, at + _CHUNK_HEADER_SIZE)[0])
         parts.append(part)
     return b"".join(parts)
 
 
-def _verify(part: Buffer, chunk: Chunk) -> None:
-    at = chunk.start - _DATA_PREFIX
+def _verified_by_cramjam(view: memoryview, pos: int) -> bytes | None:
+    """The data of a sound stream, decoded by cramjam's framing decoder, which checks every
+    chunk's CRC-32C; None if anything is wrong (the chunk-by-chunk decoding then says what)."""
+    try:
+        for kind, at, end in _walk(view, pos):
+            if kind == COMPRESSED:  # before cramjam allocates what a chunk declares
+                uncompressed_length(view[at + _DATA_PREFIX : end])
+        stream = view if pos else b"".join((STREAM_IDENTIFIER, view))
+        return bytes(cramjam.snappy.decompress(stream))
+    except (FormatError, cramjam.DecompressionError):
+        return None
+
+
+def _verify(part: _Data, at: int, masked_crc: int) -> None:
     if len(part) > BLOCK_SIZE:
         raise FormatError(f"Snappy chunk at offset {at} holds more than 64 KiB")
-    if masked_crc32c(part) != chunk.masked_crc:
+    if masked_crc32c(part) != masked_crc:
         raise FormatError(f"Snappy chunk checksum mismatch at offset {at}")
 
 
@@ -166,27 +202,36 @@ def _decompress_raw(payload: memoryview, chunk_offset: int) -> cramjam.Buffer:
 def compress_stream(data: Buffer) -> bytes:
     """A framed stream holding `data`, chunked and with checksums as xerial writes it.
 
-    The compressed bytes differ from Flink's (a different Snappy implementation), which is fine:
-    readers only need valid Snappy.
+    cramjam frames 64 KiB blocks as xerial does, but stores a block uncompressed only when
+    compression saves less than 12.5 %; such blocks saving less than 15 % are rewritten here.
+    The compressed bytes are those of cramjam's Snappy encoder: Flink 1.15's snappy-java wrote the
+    same, newer ones often pick other copies (readers only need valid Snappy).
     """
     view = memoryview(data)
-    out = bytearray(STREAM_IDENTIFIER)
-    for start in range(0, len(view), BLOCK_SIZE):
-        out += _compress_block(view[start : start + BLOCK_SIZE])
-    return bytes(out)
-
-
-def _compress_block(block: memoryview) -> bytes:
-    # cramjam's framed encoder turns a block of at most 64 KiB into one chunk with the CRC-32C
-    # we need; take its checksum, and apply xerial's stricter ratio rule to its payload.
-    framed = memoryview(cramjam.snappy.compress(block))
-    header = _HEADER.unpack_from(framed, len(STREAM_IDENTIFIER))[0]
-    crc_at = len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE
-    crc = framed[crc_at : crc_at + _CRC_SIZE]
-    payload = framed[crc_at + _CRC_SIZE :]
-    if header & 0xFF == COMPRESSED and len(payload) <= MIN_COMPRESSION_RATIO * len(block):
-        return _chunk_bytes(COMPRESSED, crc, payload)
-    return _chunk_bytes(UNCOMPRESSED, crc, block)
+    framed = memoryview(cramjam.snappy.compress(view))
+    if not len(view):  # cramjam writes nothing at all for empty input
+        return STREAM_IDENTIFIER
+    parts: list[Buffer] = []
+    copied, pos = 0, len(STREAM_IDENTIFIER)
+    for block_start in range(0, len(view), BLOCK_SIZE):
+        if pos + _DATA_PREFIX > len(framed):
+            raise RuntimeError("cramjam's Snappy framing wrote fewer chunks than 64 KiB blocks")
+        header = _HEADER.unpack_from(framed, pos)[0]
+        end = pos + _CHUNK_HEADER_SIZE + (header >> 8)
+        block = view[block_start : block_start + BLOCK_SIZE]
+        if header & 0xFF == COMPRESSED and end - pos - _DATA_PREFIX > (
+            MIN_COMPRESSION_RATIO * len(block)
+        ):  # xerial keeps this block uncompressed: same checksum, the raw bytes as payload
+            crc = framed[pos + _CHUNK_HEADER_SIZE : pos + _DATA_PREFIX]
+            parts += (framed[copied:pos], _chunk_bytes(UNCOMPRESSED, crc, block))
+            copied = end
+        pos = end
+    if pos != len(framed):
+        raise RuntimeError("cramjam's Snappy framing wrote more chunks than 64 KiB blocks")
+    if not parts:
+        return bytes(framed)
+    parts.append(framed[copied:])
+    return b"".join(parts)
 
 
 def _chunk_bytes(kind: int, crc: Buffer, payload: Buffer) -> bytes:
@@ -194,14 +239,15 @@ def _chunk_bytes(kind: int, crc: Buffer, payload: Buffer) -> bytes:
     return b"".join((_HEADER.pack(kind | (length << 8)), crc, payload))
 
 
-def masked_crc32c(data: Buffer) -> int:
+def masked_crc32c(data: _Data) -> int:
     """The framing format's masked CRC-32C of `data` (at most one 64 KiB block)."""
     if len(data) > BLOCK_SIZE:
         raise ValueError("masked_crc32c covers one block of at most 64 KiB")
     framed = memoryview(cramjam.snappy.compress(data))
     if not len(data):  # cramjam writes nothing at all for empty input
         return mask_crc(0)
-    return _CRC.unpack_from(framed, len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE)[0]
+    masked: int = _CRC.unpack_from(framed, len(STREAM_IDENTIFIER) + _CHUNK_HEADER_SIZE)[0]
+    return masked
 
 
 def mask_crc(crc: int) -> int:

@@ -124,8 +124,8 @@ def parse_keyed_header(data: bytes | memoryview) -> KeyedStateHeader:
     version = _version(r, KEYED_VERSIONS, "keyed state")
     compressed = r.read_bool() if version >= KEYED_COMPRESSION_SINCE else False
     if version < KEYED_KEY_SNAPSHOT_SINCE:
-        problem = f"keyed state header version {version} predates Flink 1.8; states not read"
-        return KeyedStateHeader(version, compressed, None, (), False, problem)
+        too_old = f"keyed state header version {version} predates Flink 1.8; states not read"
+        return KeyedStateHeader(version, compressed, None, (), False, too_old)
     try:
         key_snapshot = read_serializer_snapshot(r, _next_is_state_list(at_end))
     except FormatError as exc:
@@ -136,7 +136,7 @@ def parse_keyed_header(data: bytes | memoryview) -> KeyedStateHeader:
     return KeyedStateHeader(version, compressed, key_snapshot, states, complete, problem)
 
 
-def keyed_header_compressed(header: bytes | memoryview) -> bool:
+def keyed_header_compressed(header: bytes | bytearray | memoryview) -> bool:
     """The compression flag alone (version ≥ 4: the bool after the version)."""
     r = DataReader(header)
     version = _version(r, KEYED_VERSIONS, "keyed state")
@@ -161,8 +161,8 @@ def parse_operator_header(data: bytes | memoryview) -> OperatorStateHeader:
     version = _version(r, OPERATOR_VERSIONS, "operator state")
     compressed = r.read_bool() if version >= OPERATOR_COMPRESSION_SINCE else False
     if version < OPERATOR_META_INFO_SINCE:
-        problem = f"operator state header version {version} predates Flink 1.8; states not read"
-        return OperatorStateHeader(version, compressed, (), (), False, problem)
+        too_old = f"operator state header version {version} predates Flink 1.8; states not read"
+        return OperatorStateHeader(version, compressed, (), (), False, too_old)
     end = _operator_end
     has_broadcast = version >= OPERATOR_BROADCAST_SINCE
     list_count = _state_count(r)
@@ -176,7 +176,7 @@ def parse_operator_header(data: bytes | memoryview) -> OperatorStateHeader:
     return OperatorStateHeader(version, compressed, list_states, broadcast, complete, problem)
 
 
-def operator_header_compressed(header: bytes | memoryview) -> bool:
+def operator_header_compressed(header: bytes | bytearray | memoryview) -> bool:
     """The compression flag alone (version ≥ 6: the bool after the version)."""
     r = DataReader(header)
     version = _version(r, OPERATOR_VERSIONS, "operator state")
