@@ -7,7 +7,19 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
+from statectl.cli.options import (
+    DEFAULT_MASTER,
+    DestinationOption,
+    DryRunOption,
+    JsonOption,
+    MasterOption,
+    OverwriteOption,
+    SourceArgument,
+    SparkConfOption,
+    StorageOptionFlags,
+    parse_spark_conf,
+    parse_storage_options,
+)
 from statectl.cli.rescale_cmd import warn_stale_staging
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.verify import ensure_consistent
@@ -17,32 +29,17 @@ FORMATS = ("canonical",)
 
 
 def convert(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Savepoint or retained checkpoint (chk-N) to read: directory or _metadata."
-        ),
-    ],
-    destination: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
-    ],
+    source: SourceArgument,
+    destination: DestinationOption,
     format: Annotated[
         str, typer.Option("--format", help="Output format; only 'canonical'.")
     ] = "canonical",
-    master: Annotated[
-        str, typer.Option(help="Spark master URL, as for spark-submit.")
-    ] = "local[*]",
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
-    ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
-    ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    master: MasterOption = DEFAULT_MASTER,
+    conf: SparkConfOption = None,
+    overwrite: OverwriteOption = False,
+    dry_run: DryRunOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Turn RocksDB (or ForSt) native keyed state into canonical key-group blocks, at the same
     parallelism.
@@ -82,7 +79,7 @@ def convert(
             destination,
             overwrite=overwrite,
             master=master,
-            spark_conf=parse_key_values(conf, "--conf"),
+            spark_conf=parse_spark_conf(conf),
             storage_options=options,
             progress=progress.update,
         )

@@ -10,7 +10,15 @@ from rich.console import Console
 from rich.table import Table
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
+from statectl.cli.options import (
+    JsonOption,
+    MasterImpliesSparkOption,
+    OperatorOption,
+    SparkConfOption,
+    StorageOptionFlags,
+    parse_spark_conf,
+    parse_storage_options,
+)
 from statectl.execution.engine import choose_engine
 from statectl.formats.state_values import jsonable
 from statectl.operations.diff import DiffReport, Example, StateDiff, diff, wants_spark
@@ -24,12 +32,8 @@ def diff_command(
         typer.Argument(metavar="A", help="First savepoint (directory or _metadata; path or URL)."),
     ],
     b: Annotated[str, typer.Argument(metavar="B", help="Second savepoint.")],
-    operator: Annotated[
-        str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
-    ] = None,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
+    operator: OperatorOption = None,
+    json_output: JsonOption = False,
     spark: Annotated[
         bool | None,
         typer.Option(
@@ -38,13 +42,9 @@ def diff_command(
             "or when --master is given).",
         ),
     ] = None,
-    master: Annotated[
-        str | None, typer.Option(help="Spark master URL, as for spark-submit (implies --spark).")
-    ] = None,
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
-    ] = None,
-    storage_option: StorageOptions = None,
+    master: MasterImpliesSparkOption = None,
+    conf: SparkConfOption = None,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Compare the state of two savepoints, whatever their parallelism and file layout.
 
@@ -64,7 +64,7 @@ def diff_command(
     ensure_consistent(sp_b)
     use_spark = wants_spark(sp_a, sp_b, operator, True if master else spark)
     engine = choose_engine(
-        use_spark, master, parse_key_values(conf, "--conf"), sp_a.directory, sp_b.directory
+        use_spark, master, parse_spark_conf(conf), sp_a.directory, sp_b.directory
     )
     report = diff(sp_a, sp_b, operator, engine)
     if json_output:

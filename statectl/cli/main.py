@@ -25,6 +25,7 @@ from statectl.cli import (
     uid_hash_cmd,
     verify_cmd,
 )
+from statectl.cli.options import DebugOption
 from statectl.errors import StatectlError, one_line
 
 app = typer.Typer(
@@ -54,7 +55,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    debug: DebugOption = False,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),

@@ -8,7 +8,14 @@ import typer
 from rich.table import Table
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_storage_options
+from statectl.cli.options import (
+    DestinationOption,
+    JsonOption,
+    OverwriteOption,
+    SourceArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
 from statectl.cli.rescale_cmd import warn_stale_staging
 from statectl.operations.migrate import (
     CARRIED,
@@ -24,15 +31,8 @@ from statectl.savepoint.reader import open_savepoint
 
 
 def migrate_command(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Savepoint or retained checkpoint (chk-N) to read: directory or _metadata."
-        ),
-    ],
-    destination: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
-    ],
+    source: SourceArgument,
+    destination: DestinationOption,
     rename_uid: Annotated[
         list[str] | None,
         typer.Option(
@@ -49,11 +49,9 @@ def migrate_command(
             help="Remove this operator and its state from the savepoint (repeatable).",
         ),
     ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    overwrite: OverwriteOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Rename operator uids and drop operators, writing a new self-contained savepoint.
 

@@ -8,7 +8,19 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
+from statectl.cli.options import (
+    DEFAULT_MASTER,
+    DestinationOption,
+    DryRunOption,
+    JsonOption,
+    MasterOption,
+    OverwriteOption,
+    SparkConfOption,
+    StorageOptionFlags,
+    parse_key_values,
+    parse_spark_conf,
+    parse_storage_options,
+)
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
@@ -19,9 +31,7 @@ def rescale(
     source: Annotated[
         str, typer.Argument(help="Savepoint to read (directory or _metadata, path or URL).")
     ],
-    destination: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
-    ],
+    destination: DestinationOption,
     parallelism: Annotated[
         int | None,
         typer.Option(
@@ -45,20 +55,12 @@ def rescale(
             "Double, Float.",
         ),
     ] = None,
-    master: Annotated[
-        str, typer.Option(help="Spark master URL, as for spark-submit.")
-    ] = "local[*]",
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
-    ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
-    ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    master: MasterOption = DEFAULT_MASTER,
+    conf: SparkConfOption = None,
+    overwrite: OverwriteOption = False,
+    dry_run: DryRunOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Repartition keyed state by key group and redistribute operator state, as Flink would.
 
@@ -105,7 +107,7 @@ def rescale(
             destination,
             overwrite=overwrite,
             master=master,
-            spark_conf=parse_key_values(conf, "--conf"),
+            spark_conf=parse_spark_conf(conf),
             storage_options=options,
             progress=progress.update,
         )

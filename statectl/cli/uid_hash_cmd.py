@@ -7,6 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from statectl.cli import output
+from statectl.cli.options import JsonOption
 from statectl.savepoint.model import operator_id_for_uid
 
 
@@ -14,9 +15,7 @@ def uid_hash(
     uids: Annotated[
         list[str], typer.Argument(metavar="UID...", help="Operator uids, as set with .uid(…).")
     ],
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Print the operator id (32 hex) Flink gives each uid: murmur3_128, seed 0, of its UTF-8.
 

@@ -12,14 +12,17 @@ from typing import Annotated, Any
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_storage_options
+from statectl.cli.options import (
+    JsonOption,
+    SavepointArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
 from statectl.operations.verify import Verification, verify_location
 
 
 def verify(
-    path: Annotated[
-        str, typer.Argument(help="Savepoint directory or its _metadata file (path or URL).")
-    ],
+    path: SavepointArgument,
     deep: Annotated[
         bool,
         typer.Option(
@@ -27,10 +30,8 @@ def verify(
             help="Also walk every key-group block and check every key's key group.",
         ),
     ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Check that a savepoint is complete and consistent; exit 1 when it is not.
 
