@@ -44,12 +44,14 @@ def counted(count: int, noun: str) -> str:
 
 
 def human_bytes(count: int) -> str:
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    if count < 1024:
+        return f"{count} B"
+    size = count / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.1f} TiB"
 
 
 def summary_to_json(summary: SavepointSummary) -> dict[str, Any]:
@@ -144,35 +146,43 @@ def _operators_table(summary: SavepointSummary) -> Table:
 
 
 def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
+    if op.states:
+        stdout.print(_operator_states_table(op, deep))
+    stdout.print(_subtasks_table(op))
+    if any(s.native for s in op.subtasks):
+        _print_native_files(op)
+
+
+def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
     title = f"{op.uid or op.id}: states"
     if op.key_serializer:
         title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
-    states = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left")
     for column in ("state", "scope", "kind", "mode"):
-        states.add_column(column)
-    states.add_column("entries" if deep else "elements", justify="right")
+        table.add_column(column)
+    table.add_column("entries" if deep else "elements", justify="right")
     for s in op.states:
         count = s.elements if s.scope == "operator" else s.entries
-        states.add_row(s.name, s.scope, s.kind, s.mode or "-", "-" if count is None else str(count))
-    if op.states:
-        stdout.print(states)
-    subtasks = Table(title=f"{op.uid or op.id}: subtasks", title_justify="left")
+        table.add_row(s.name, s.scope, s.kind, s.mode or "-", "-" if count is None else str(count))
+    return table
+
+
+def _subtasks_table(op: OperatorSummary) -> Table:
+    table = Table(title=f"{op.uid or op.id}: subtasks", title_justify="left")
     for column in ("subtask", "key groups", "keyed format"):
-        subtasks.add_column(column)
-    subtasks.add_column("keyed bytes", justify="right")
-    subtasks.add_column("operator bytes", justify="right")
+        table.add_column(column)
+    table.add_column("keyed bytes", justify="right")
+    table.add_column("operator bytes", justify="right")
     for s in op.subtasks:
         key_groups = f"{s.key_groups[0]}–{s.key_groups[1]}" if s.key_groups else "-"
-        subtasks.add_row(
+        table.add_row(
             str(s.index) + (" (finished)" if s.finished else ""),
             key_groups,
             s.keyed_format or "-",
             human_bytes(s.keyed_bytes),
             human_bytes(s.operator_bytes),
         )
-    stdout.print(subtasks)
-    if any(s.native for s in op.subtasks):
-        _print_native_files(op)
+    return table
 
 
 def _print_native_files(op: OperatorSummary) -> None:
