@@ -17,10 +17,9 @@ from statectl.cli.options import (
     SourceArgument,
     SparkConfOption,
     StorageOptionFlags,
-    parse_spark_conf,
     parse_storage_options,
 )
-from statectl.cli.rescale_cmd import warn_stale_staging
+from statectl.cli.rescale_cmd import show_or_write_plan
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
@@ -63,27 +62,15 @@ def convert(
     options = parse_storage_options(storage_option)
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
-    plan = plan_rescale(savepoint, None)
-    if dry_run:
-        if json_output:
-            output.print_json(output.plan_to_json(plan))
-        else:
-            output.print_plan(plan)
-        return
-    from statectl.operations.rescale.job import rescale as run_job
-
-    warn_stale_staging(destination, options)
-    with output.TaskProgress("convert", enabled=not json_output) as progress:
-        result = run_job(
-            plan,
-            destination,
-            overwrite=overwrite,
-            master=master,
-            spark_conf=parse_spark_conf(conf),
-            storage_options=options,
-            progress=progress.update,
-        )
-    if json_output:
-        output.print_json(output.rescale_report_to_json(result))
-    else:
-        output.print_rescale_report(result)
+    plan = plan_rescale(savepoint, None)  # the same parallelism: native state becomes canonical
+    show_or_write_plan(
+        "convert",
+        plan,
+        destination,
+        output.renderer(json_output),
+        dry_run=dry_run,
+        overwrite=overwrite,
+        master=master,
+        conf=conf,
+        storage_options=options,
+    )

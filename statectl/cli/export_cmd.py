@@ -77,19 +77,4 @@ def export_command(
         overwrite=overwrite,
         storage_options=options,
     )
-    if json_output:
-        output.print_json(
-            {
-                "output": report.output,
-                "rows": report.rows,
-                "files": report.files,
-                "engine": report.engine,
-                "states": report.states,
-            }
-        )
-        return
-    for label, count in report.states.items():
-        output.stdout.print(f"{label}: {count} rows", highlight=False)
-    output.stdout.print(
-        f"wrote {report.rows} rows to {report.output} ({report.files} file(s))", highlight=False
-    )
+    output.renderer(json_output).export(report)

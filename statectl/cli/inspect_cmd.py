@@ -40,8 +40,4 @@ def inspect(
     """
     savepoint = open_savepoint(path, parse_storage_options(storage_option))
     ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
-    summary = summarize(savepoint, operator=operator, deep=deep)
-    if json_output:
-        output.print_json(output.summary_to_json(summary))
-    else:
-        output.print_summary(summary)
+    output.renderer(json_output).inspect(summarize(savepoint, operator=operator, deep=deep))

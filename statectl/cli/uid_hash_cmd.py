@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -28,17 +28,7 @@ def uid_hash(
 
       statectl uid-hash src sink --json | jq -r '.[].id'
     """
-    for uid in uids:
-        if not uid:
-            raise typer.BadParameter("a uid must not be empty", param_hint="UID")
-    ids = uid_ids(uids)
-    if json_output:
-        output.print_json(ids)
-        return
-    width = max(len(uid) for uid in uids)
-    for entry in ids:
-        print(f"{entry['uid']:<{width}}  {entry['id']}")
-
-
-def uid_ids(uids: list[str]) -> list[dict[str, Any]]:
-    return [{"uid": uid, "id": operator_id_for_uid(uid).hex()} for uid in uids]
+    if not all(uids):
+        raise typer.BadParameter("a uid must not be empty", param_hint="UID")
+    ids = [(uid, operator_id_for_uid(uid).hex()) for uid in uids]
+    output.renderer(json_output).uid_hash(ids)
