@@ -7,8 +7,19 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
-from statectl.cli.rescale_cmd import warn_stale_staging
+from statectl.cli.options import (
+    DEFAULT_MASTER,
+    DestinationOption,
+    DryRunOption,
+    JsonOption,
+    MasterOption,
+    OverwriteOption,
+    SourceArgument,
+    SparkConfOption,
+    StorageOptionFlags,
+    parse_storage_options,
+)
+from statectl.cli.rescale_cmd import show_or_write_plan
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
@@ -17,32 +28,17 @@ FORMATS = ("canonical",)
 
 
 def convert(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Savepoint or retained checkpoint (chk-N) to read: directory or _metadata."
-        ),
-    ],
-    destination: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
-    ],
+    source: SourceArgument,
+    destination: DestinationOption,
     format: Annotated[
         str, typer.Option("--format", help="Output format; only 'canonical'.")
     ] = "canonical",
-    master: Annotated[
-        str, typer.Option(help="Spark master URL, as for spark-submit.")
-    ] = "local[*]",
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
-    ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
-    ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    master: MasterOption = DEFAULT_MASTER,
+    conf: SparkConfOption = None,
+    overwrite: OverwriteOption = False,
+    dry_run: DryRunOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Turn RocksDB (or ForSt) native keyed state into canonical key-group blocks, at the same
     parallelism.
@@ -66,27 +62,15 @@ def convert(
     options = parse_storage_options(storage_option)
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
-    plan = plan_rescale(savepoint, None)
-    if dry_run:
-        if json_output:
-            output.print_json(output.plan_to_json(plan))
-        else:
-            output.print_plan(plan)
-        return
-    from statectl.operations.rescale.job import rescale as run_job
-
-    warn_stale_staging(destination, options)
-    with output.TaskProgress("convert", enabled=not json_output) as progress:
-        result = run_job(
-            plan,
-            destination,
-            overwrite=overwrite,
-            master=master,
-            spark_conf=parse_key_values(conf, "--conf"),
-            storage_options=options,
-            progress=progress.update,
-        )
-    if json_output:
-        output.print_json(output.rescale_report_to_json(result))
-    else:
-        output.print_rescale_report(result)
+    plan = plan_rescale(savepoint, None)  # the same parallelism: native state becomes canonical
+    show_or_write_plan(
+        "convert",
+        plan,
+        destination,
+        output.renderer(json_output),
+        dry_run=dry_run,
+        overwrite=overwrite,
+        master=master,
+        conf=conf,
+        storage_options=options,
+    )

@@ -7,7 +7,17 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
+from statectl.cli.options import (
+    JsonSummaryOption,
+    MasterImpliesSparkOption,
+    OperatorOption,
+    OverwriteOutOption,
+    SavepointArgument,
+    SparkConfOption,
+    StorageOptionFlags,
+    parse_spark_conf,
+    parse_storage_options,
+)
 from statectl.execution.engine import choose_engine
 from statectl.operations.export import export
 from statectl.operations.verify import ensure_consistent
@@ -16,34 +26,24 @@ from statectl.savepoint.storage import locate
 
 
 def export_command(
-    path: Annotated[
-        str, typer.Argument(help="Savepoint directory or its _metadata file (path or URL).")
-    ],
+    path: SavepointArgument,
     out: Annotated[
         str,
         typer.Option(
             "--output", "-o", help="OUT.parquet, or a folder (ending in /) of part files."
         ),
     ],
-    operator: Annotated[
-        str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
-    ] = None,
+    operator: OperatorOption = None,
     state: Annotated[str | None, typer.Option("--state", help="Only this state (name).")] = None,
     spark: Annotated[
         bool,
         typer.Option("--spark", help="Write a folder of part files with a Spark job."),
     ] = False,
-    master: Annotated[
-        str | None, typer.Option(help="Spark master URL, as for spark-submit (implies --spark).")
-    ] = None,
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
-    ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace OUT if it exists.")] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print a JSON summary to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    master: MasterImpliesSparkOption = None,
+    conf: SparkConfOption = None,
+    overwrite: OverwriteOutOption = False,
+    json_output: JsonSummaryOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Write one Parquet row per state entry: raw bytes plus JSON-decoded columns.
 
@@ -65,7 +65,7 @@ def export_command(
     ensure_consistent(sp, [sp.find_operator(operator)] if operator else None)
     use_spark = spark or master is not None
     engine = choose_engine(
-        use_spark, master, parse_key_values(conf, "--conf"), sp.directory, locate(out, options)
+        use_spark, master, parse_spark_conf(conf), sp.directory, locate(out, options)
     )
     report = export(
         sp,
@@ -77,19 +77,4 @@ def export_command(
         overwrite=overwrite,
         storage_options=options,
     )
-    if json_output:
-        output.print_json(
-            {
-                "output": report.output,
-                "rows": report.rows,
-                "files": report.files,
-                "engine": report.engine,
-                "states": report.states,
-            }
-        )
-        return
-    for label, count in report.states.items():
-        output.stdout.print(f"{label}: {count} rows", highlight=False)
-    output.stdout.print(
-        f"wrote {report.rows} rows to {report.output} ({report.files} file(s))", highlight=False
-    )
+    output.renderer(json_output).export(report)

@@ -7,26 +7,26 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_storage_options
+from statectl.cli.options import (
+    JsonOption,
+    OperatorOption,
+    SavepointArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
 from statectl.operations.summary import summarize
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
 
 
 def inspect(
-    path: Annotated[
-        str, typer.Argument(help="Savepoint directory or its _metadata file (path or URL).")
-    ],
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    operator: Annotated[
-        str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
-    ] = None,
+    path: SavepointArgument,
+    json_output: JsonOption = False,
+    operator: OperatorOption = None,
     deep: Annotated[
         bool, typer.Option("--deep", help="Walk every key-group block and count entries per state.")
     ] = False,
-    storage_option: StorageOptions = None,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Show operators, states, key-group ranges and bytes per subtask.
 
@@ -40,8 +40,4 @@ def inspect(
     """
     savepoint = open_savepoint(path, parse_storage_options(storage_option))
     ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
-    summary = summarize(savepoint, operator=operator, deep=deep)
-    if json_output:
-        output.print_json(output.summary_to_json(summary))
-    else:
-        output.print_summary(summary)
+    output.renderer(json_output).inspect(summarize(savepoint, operator=operator, deep=deep))

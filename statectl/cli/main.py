@@ -25,6 +25,8 @@ from statectl.cli import (
     uid_hash_cmd,
     verify_cmd,
 )
+from statectl.cli.options import DebugOption
+from statectl.cli.output import print_error
 from statectl.errors import StatectlError, one_line
 
 app = typer.Typer(
@@ -54,7 +56,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _global_options(
-    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+    debug: DebugOption = False,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
@@ -74,10 +76,6 @@ app.command("migrate", no_args_is_help=True)(migrate_cmd.migrate_command)
 app.command("uid-hash", no_args_is_help=True)(uid_hash_cmd.uid_hash)
 
 
-def report_error(message: str) -> None:
-    print(f"statectl: error: {message}", file=sys.stderr)
-
-
 @functools.cache
 def _click_command() -> Callable[..., Any]:
     """Built once per process: typer would rebuild it from the signatures on every call."""
@@ -90,13 +88,13 @@ def main(argv: list[str] | None = None) -> None:
     except StatectlError as exc:
         if _debug:
             raise
-        report_error(one_line(str(exc)))
+        print_error(one_line(str(exc)))
         sys.exit(1)
     except KeyboardInterrupt:
-        report_error("interrupted")
+        print_error("interrupted")
         sys.exit(130)
     except Exception as exc:  # a bug, not bad input: still one line unless --debug
         if _debug:
             raise
-        report_error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+        print_error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
         sys.exit(1)

@@ -2,37 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_storage_options
-from statectl.cli.rescale_cmd import warn_stale_staging
-from statectl.operations.migrate import (
-    CARRIED,
-    DROPPED,
-    RENAMED,
-    MigrationReport,
-    OperatorReport,
-    migrate,
-    plan_migration,
+from statectl.cli.options import (
+    DestinationOption,
+    JsonOption,
+    OverwriteOption,
+    SourceArgument,
+    StorageOptionFlags,
+    parse_storage_options,
 )
+from statectl.operations.migrate import migrate, plan_migration
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
+from statectl.savepoint.writer import stale_staging
 
 
 def migrate_command(
-    source: Annotated[
-        str,
-        typer.Argument(
-            help="Savepoint or retained checkpoint (chk-N) to read: directory or _metadata."
-        ),
-    ],
-    destination: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
-    ],
+    source: SourceArgument,
+    destination: DestinationOption,
     rename_uid: Annotated[
         list[str] | None,
         typer.Option(
@@ -49,11 +40,9 @@ def migrate_command(
             help="Remove this operator and its state from the savepoint (repeatable).",
         ),
     ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    overwrite: OverwriteOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Rename operator uids and drop operators, writing a new self-contained savepoint.
 
@@ -80,8 +69,9 @@ def migrate_command(
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint, copies_only=True)  # refuse inconsistent input before writing
     plan = plan_migration(savepoint, renames, drop or ())
-    warn_stale_staging(destination, options)
-    with output.TaskProgress("migrate", enabled=not json_output) as progress:
+    output.warn_stale_staging(stale_staging(destination, options))
+    render = output.renderer(json_output)
+    with render.progress("migrate") as progress:
         report = migrate(
             plan,
             destination,
@@ -89,10 +79,7 @@ def migrate_command(
             storage_options=options,
             progress=progress.update,
         )
-    if json_output:
-        output.print_json(report_to_json(report))
-    else:
-        print_report(report)
+    render.migrate(report)
 
 
 def _parse_renames(pairs: list[str] | None) -> list[tuple[str, str]]:
@@ -103,60 +90,3 @@ def _parse_renames(pairs: list[str] | None) -> list[tuple[str, str]]:
             raise typer.BadParameter(f"expected OLD=NEW, got {pair!r}", param_hint="--rename-uid")
         renames.append((old, new))
     return renames
-
-
-def report_to_json(report: MigrationReport) -> dict[str, Any]:
-    return {
-        "source": report.source,
-        "destination": report.destination,
-        "metadata_version": report.metadata_version,
-        "renamed": report.count(RENAMED),
-        "dropped": report.count(DROPPED),
-        "carried": report.count(CARRIED),
-        "files": report.files,
-        "bytes": report.bytes,
-        "operators": [_operator_json(op) for op in report.operators],
-    }
-
-
-def _operator_json(op: OperatorReport) -> dict[str, Any]:
-    change = op.change
-    return {
-        "action": change.action,
-        "uid": change.new_uid,
-        "id": change.new_id,
-        "old_uid": change.old_uid,
-        "old_id": change.old_id,
-        "files": op.files,
-        "bytes": op.bytes,
-    }
-
-
-def print_report(report: MigrationReport) -> None:
-    output.print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
-    table = Table()
-    table.add_column("operator")
-    table.add_column("operator id", no_wrap=True, min_width=32)
-    table.add_column("change")
-    table.add_column("files", justify="right")
-    table.add_column("bytes", justify="right")
-    for op in report.operators:
-        change = op.change
-        old = change.old_uid or change.old_id
-        if change.action == RENAMED:
-            name = f"{old} → {change.new_uid}" if change.old_id != change.new_id else old
-            what = "renamed" if change.old_id != change.new_id else "uid set"
-            table.add_row(name, change.new_id, what, str(op.files), _bytes(op))
-        elif change.action == DROPPED:
-            table.add_row(old, change.old_id, "dropped", "", "")
-        else:
-            table.add_row(old, change.new_id, "kept", str(op.files), _bytes(op))
-    output.stdout.print(table)
-    output.stdout.print(
-        f"{report.count(RENAMED)} renamed, {report.count(DROPPED)} dropped, "
-        f"{report.count(CARRIED)} kept; {report.files} files, {output.human_bytes(report.bytes)}"
-    )
-
-
-def _bytes(op: OperatorReport) -> str:
-    return output.human_bytes(op.bytes)

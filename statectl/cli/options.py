@@ -1,4 +1,7 @@
-"""Options shared by several commands."""
+"""Options and arguments shared by several commands, declared once, and their parsing.
+
+Names, help texts and defaults are part of the interface: users' scripts depend on them.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +9,54 @@ from typing import Annotated, Any
 
 import typer
 
-StorageOptions = Annotated[
+DEFAULT_MASTER = "local[*]"
+
+# --- arguments -------------------------------------------------------------------------------
+
+SavepointArgument = Annotated[
+    str, typer.Argument(help="Savepoint directory or its _metadata file (path or URL).")
+]
+SourceArgument = Annotated[
+    str,
+    typer.Argument(
+        help="Savepoint or retained checkpoint (chk-N) to read: directory or _metadata."
+    ),
+]
+
+# --- output ----------------------------------------------------------------------------------
+
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+JsonSummaryOption = Annotated[bool, typer.Option("--json", help="Print a JSON summary to stdout.")]
+DestinationOption = Annotated[
+    str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
+]
+OverwriteOption = Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")]
+OverwriteOutOption = Annotated[bool, typer.Option(help="Replace OUT if it exists.")]
+DryRunOption = Annotated[bool, typer.Option("--dry-run", help="Print the plan; write nothing.")]
+DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")]
+
+# --- what to read ----------------------------------------------------------------------------
+
+OperatorOption = Annotated[
+    str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
+]
+StorageOptionFlags = Annotated[
     list[str] | None,
     typer.Option(
         "--storage-option",
         help="fsspec storage option KEY=VALUE (repeatable), e.g. endpoint_url=http://…",
     ),
+]
+
+# --- Spark -----------------------------------------------------------------------------------
+
+MasterOption = Annotated[str, typer.Option(help="Spark master URL, as for spark-submit.")]
+# Commands that also run without Spark: a master asks for it.
+MasterImpliesSparkOption = Annotated[
+    str | None, typer.Option(help="Spark master URL, as for spark-submit (implies --spark).")
+]
+SparkConfOption = Annotated[
+    list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
 ]
 
 
@@ -28,3 +73,7 @@ def parse_key_values(pairs: list[str] | None, option: str) -> dict[str, str]:
 
 def parse_storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
     return parse_key_values(pairs, "--storage-option") or None
+
+
+def parse_spark_conf(pairs: list[str] | None) -> dict[str, str]:
+    return parse_key_values(pairs, "--conf")

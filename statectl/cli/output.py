@@ -1,10 +1,15 @@
-"""Rendering: rich tables for people, one JSON document on stdout for machines."""
+"""Everything the commands print: rich tables for people, one JSON document for machines.
+
+A command picks its renderer once from `--json` (`renderer(json_output)`) and hands it the
+operation's result; warnings, errors and progress go to stderr in either mode.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
 from rich.progress import (
@@ -17,16 +22,132 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from statectl.formats.state_values import jsonable
+from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
 from statectl.operations.rescale import rekey
-from statectl.operations.summary import OperatorSummary, SavepointSummary, SubtaskSummary
 
 if TYPE_CHECKING:
+    from statectl.operations.diff import DiffReport, Example, StateDiff
+    from statectl.operations.export import ExportReport
+    from statectl.operations.migrate import MigrationReport
+    from statectl.operations.migrate import OperatorReport as MigratedOperator
+    from statectl.operations.rescale.job import OperatorReport as RescaledOperator
     from statectl.operations.rescale.job import RescaleReport
-    from statectl.operations.rescale.plan import KeyedTarget, OperatorPlan, RescalePlan
+    from statectl.operations.rescale.plan import (
+        KeyedTarget,
+        OperatorPlan,
+        RescalePlan,
+        SubtaskTarget,
+    )
+    from statectl.operations.summary import (
+        NativeSummary,
+        OperatorSummary,
+        SavepointSummary,
+        StateSummary,
+        SubtaskSummary,
+    )
+    from statectl.operations.verify import Verification
     from statectl.progress import Progress as JobProgress
 
 stdout = Console(soft_wrap=False)
 stderr = Console(stderr=True)
+
+# A uid and the operator id Flink derives from it (`uid-hash`).
+UidId = tuple[str, str]
+
+
+# --- the renderers ---------------------------------------------------------------------------
+
+
+class Renderer(Protocol):
+    """What a command prints of its result: `ConsoleRenderer` or `JsonRenderer`."""
+
+    def inspect(self, summary: SavepointSummary) -> None: ...
+    def verify(self, result: Verification) -> None: ...
+    def diff(self, report: DiffReport) -> None: ...
+    def plan(self, plan: RescalePlan) -> None: ...
+    def rescale(self, report: RescaleReport) -> None: ...
+    def migrate(self, report: MigrationReport) -> None: ...
+    def export(self, report: ExportReport) -> None: ...
+    def uid_hash(self, ids: Sequence[UidId]) -> None: ...
+    def progress(self, what: str) -> TaskProgress: ...
+
+
+def renderer(json_output: bool) -> Renderer:
+    return JsonRenderer() if json_output else ConsoleRenderer()
+
+
+class JsonRenderer:
+    """One JSON document on stdout (the schemas in the README); no progress bar, so
+    stderr stays quiet for scripts."""
+
+    def inspect(self, summary: SavepointSummary) -> None:
+        print_json(summary_to_json(summary))
+
+    def verify(self, result: Verification) -> None:
+        print_json(verification_to_json(result))
+
+    def diff(self, report: DiffReport) -> None:
+        print_json(diff_to_json(report))
+
+    def plan(self, plan: RescalePlan) -> None:
+        print_json(plan_to_json(plan))
+
+    def rescale(self, report: RescaleReport) -> None:
+        print_json(rescale_report_to_json(report))
+
+    def migrate(self, report: MigrationReport) -> None:
+        print_json(migration_to_json(report))
+
+    def export(self, report: ExportReport) -> None:
+        print_json(_pick(report, "output", "rows", "files", "engine", "states"))
+
+    def uid_hash(self, ids: Sequence[UidId]) -> None:
+        print_json([{"uid": uid, "id": id_} for uid, id_ in ids])
+
+    def progress(self, what: str) -> TaskProgress:
+        return TaskProgress(what, enabled=False)
+
+
+class ConsoleRenderer:
+    """Rich tables and plain lines on stdout; progress on stderr."""
+
+    def inspect(self, summary: SavepointSummary) -> None:
+        _print_summary(summary)
+
+    def verify(self, result: Verification) -> None:
+        _print_verification(result)
+
+    def diff(self, report: DiffReport) -> None:
+        _print_diff(report)
+
+    def plan(self, plan: RescalePlan) -> None:
+        _print_plan(plan)
+
+    def rescale(self, report: RescaleReport) -> None:
+        _print_rescale_report(report)
+
+    def migrate(self, report: MigrationReport) -> None:
+        _print_migration(report)
+
+    def export(self, report: ExportReport) -> None:
+        for label, count in report.states.items():
+            stdout.print(f"{label}: {count} rows", highlight=False)
+        stdout.print(
+            f"wrote {report.rows} rows to {report.output} ({report.files} file(s))",
+            highlight=False,
+        )
+
+    def uid_hash(self, ids: Sequence[UidId]) -> None:
+        width = max(len(uid) for uid, _ in ids)
+        for uid, id_ in ids:
+            print(f"{uid:<{width}}  {id_}")
+
+    def progress(self, what: str) -> TaskProgress:
+        return TaskProgress(what)
+
+
+# --- plain lines -----------------------------------------------------------------------------
 
 
 def print_line(text: str) -> None:
@@ -38,83 +159,91 @@ def print_json(document: Any) -> None:
     sys.stdout.write(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
 
 
+def print_error(message: str) -> None:
+    print(f"statectl: error: {message}", file=sys.stderr)
+
+
+def warn_stale_staging(urls: Sequence[str]) -> None:
+    """Staging folders beside the destination that this run leaves alone: their owner may
+    still be writing, or was killed on another host."""
+    for url in urls:
+        print(
+            f"statectl: warning: {url}: staging folder of another run, not a savepoint; "
+            "delete it once no other run writes there",
+            file=sys.stderr,
+        )
+
+
 def counted(count: int, noun: str) -> str:
     """`1 operator`, `3 operators`: English plurals of the nouns the summaries count."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def human_bytes(count: int) -> str:
-    size = float(count)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+    if count < 1024:
+        return f"{count} B"
+    size = count / 1024
+    for unit in ("KiB", "MiB", "GiB"):
+        if size < 1024:
+            return f"{size:.1f} {unit}"
         size /= 1024
-    raise AssertionError("unreachable")
+    return f"{size:.1f} TiB"
+
+
+def _pick(obj: object, *names: str) -> dict[str, Any]:
+    """The named attributes of a result, in this order: a JSON document's fields."""
+    return {name: getattr(obj, name) for name in names}
+
+
+# --- inspect ---------------------------------------------------------------------------------
 
 
 def summary_to_json(summary: SavepointSummary) -> dict[str, Any]:
     """The documented `inspect --json` schema (see README)."""
     return {
-        "location": summary.location,
-        "metadata_version": summary.metadata_version,
-        "checkpoint_id": summary.checkpoint_id,
-        "snapshot": summary.snapshot,
+        **_pick(summary, "location", "metadata_version", "checkpoint_id", "snapshot"),
         "operators": [_operator_json(op, summary.deep) for op in summary.operators],
     }
 
 
 def _operator_json(op: OperatorSummary, deep: bool) -> dict[str, Any]:
-    states = []
-    for state in op.states:
-        entry: dict[str, Any] = {
-            "name": state.name,
-            "scope": state.scope,
-            "kind": state.kind,
-            "mode": state.mode,
-        }
-        if state.scope == "operator":
-            entry["elements"] = state.elements
-        elif deep:
-            entry["entries"] = state.entries
-        states.append(entry)
     return {
-        "id": op.id,
-        "uid": op.uid,
-        "name": op.name,
-        "parallelism": op.parallelism,
-        "max_parallelism": op.max_parallelism,
-        "finished": op.finished,
-        "key_serializer": op.key_serializer,
-        "coordinator_bytes": op.coordinator_bytes,
-        "states": states,
+        **_pick(op, "id", "uid", "name", "parallelism", "max_parallelism", "finished"),
+        **_pick(op, "key_serializer", "coordinator_bytes"),
+        "states": [_state_json(state, deep) for state in op.states],
         "subtasks": [_subtask_json(s) for s in op.subtasks],
     }
+
+
+def _state_json(state: StateSummary, deep: bool) -> dict[str, Any]:
+    entry = _pick(state, "name", "scope", "kind", "mode")
+    if state.scope == "operator":
+        entry["elements"] = state.elements
+    elif deep:  # keyed entries are counted only by walking the blocks
+        entry["entries"] = state.entries
+    return entry
 
 
 def _subtask_json(s: SubtaskSummary) -> dict[str, Any]:
     entry: dict[str, Any] = {
         "index": s.index,
         "key_groups": list(s.key_groups) if s.key_groups else None,
-        "keyed_bytes": s.keyed_bytes,
-        "operator_bytes": s.operator_bytes,
-        "keyed_format": s.keyed_format,
-        "finished": s.finished,
+        **_pick(s, "keyed_bytes", "operator_bytes", "keyed_format", "finished"),
     }
     if s.native is not None:  # RocksDB native handles only
-        entry["native"] = {
-            "checkpoint_id": s.native.checkpoint_id,
-            "backend_id": s.native.backend_id,
-            "meta_bytes": s.native.meta_bytes,
-            "column_families": list(s.native.column_families),
-            "files": [
-                {"name": f.name, "kind": f.kind, "shared": f.shared, "bytes": f.bytes}
-                for f in s.native.files
-            ],
-        }
+        entry["native"] = _native_json(s.native)
     return entry
 
 
-def print_summary(summary: SavepointSummary) -> None:
+def _native_json(native: NativeSummary) -> dict[str, Any]:
+    return {
+        **_pick(native, "checkpoint_id", "backend_id", "meta_bytes"),
+        "column_families": list(native.column_families),
+        "files": [_pick(f, "name", "kind", "shared", "bytes") for f in native.files],
+    }
+
+
+def _print_summary(summary: SavepointSummary) -> None:
     stdout.print(
         f"[bold]{summary.location}[/]  {summary.snapshot}, metadata v{summary.metadata_version}, "
         f"checkpoint {summary.checkpoint_id}, {counted(len(summary.operators), 'operator')}"
@@ -144,35 +273,43 @@ def _operators_table(summary: SavepointSummary) -> Table:
 
 
 def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
+    if op.states:
+        stdout.print(_operator_states_table(op, deep))
+    stdout.print(_subtasks_table(op))
+    if any(s.native for s in op.subtasks):
+        _print_native_files(op)
+
+
+def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
     title = f"{op.uid or op.id}: states"
     if op.key_serializer:
         title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
-    states = Table(title=title, title_justify="left")
+    table = Table(title=title, title_justify="left")
     for column in ("state", "scope", "kind", "mode"):
-        states.add_column(column)
-    states.add_column("entries" if deep else "elements", justify="right")
+        table.add_column(column)
+    table.add_column("entries" if deep else "elements", justify="right")
     for s in op.states:
         count = s.elements if s.scope == "operator" else s.entries
-        states.add_row(s.name, s.scope, s.kind, s.mode or "-", "-" if count is None else str(count))
-    if op.states:
-        stdout.print(states)
-    subtasks = Table(title=f"{op.uid or op.id}: subtasks", title_justify="left")
+        table.add_row(s.name, s.scope, s.kind, s.mode or "-", "-" if count is None else str(count))
+    return table
+
+
+def _subtasks_table(op: OperatorSummary) -> Table:
+    table = Table(title=f"{op.uid or op.id}: subtasks", title_justify="left")
     for column in ("subtask", "key groups", "keyed format"):
-        subtasks.add_column(column)
-    subtasks.add_column("keyed bytes", justify="right")
-    subtasks.add_column("operator bytes", justify="right")
+        table.add_column(column)
+    table.add_column("keyed bytes", justify="right")
+    table.add_column("operator bytes", justify="right")
     for s in op.subtasks:
         key_groups = f"{s.key_groups[0]}–{s.key_groups[1]}" if s.key_groups else "-"
-        subtasks.add_row(
+        table.add_row(
             str(s.index) + (" (finished)" if s.finished else ""),
             key_groups,
             s.keyed_format or "-",
             human_bytes(s.keyed_bytes),
             human_bytes(s.operator_bytes),
         )
-    stdout.print(subtasks)
-    if any(s.native for s in op.subtasks):
-        _print_native_files(op)
+    return table
 
 
 def _print_native_files(op: OperatorSummary) -> None:
@@ -181,18 +318,368 @@ def _print_native_files(op: OperatorSummary) -> None:
     for column in ("subtask", "file", "kind", "scope"):
         table.add_column(column)
     table.add_column("bytes", justify="right")
-    for s in op.subtasks:
-        if s.native is None:
-            continue
-        for f in s.native.files:
+    natives = [(s.index, s.native) for s in op.subtasks if s.native is not None]
+    for index, native in natives:
+        for f in native.files:
             scope = "shared" if f.shared else "private"
-            table.add_row(str(s.index), f.name, f.kind, scope, human_bytes(f.bytes))
+            table.add_row(str(index), f.name, f.kind, scope, human_bytes(f.bytes))
     stdout.print(table)
-    families = next(s.native.column_families for s in op.subtasks if s.native)
+    families = natives[0][1].column_families if natives else ()
     stdout.print(f"column families: {', '.join(families) or '-'}")
 
 
-# --- rescale -----------------------------------------------------------------------------
+# --- verify ----------------------------------------------------------------------------------
+
+
+def verification_to_json(result: Verification) -> dict[str, Any]:
+    return {
+        **_pick(result, "location", "ok", "deep"),
+        "checked": {
+            **_pick(result, "operators", "subtasks", "files", "key_groups"),
+            **({"entries": result.entries} if result.deep else {}),
+        },
+        "findings": [
+            _pick(f, "operator", "operator_id", "subtask", "file", "problem")
+            for f in result.findings
+        ],
+        "notes": list(result.notes),
+    }
+
+
+def _print_verification(result: Verification) -> None:
+    """Findings are the data (stdout, one line each); notes are not (stderr)."""
+    for note in result.notes:
+        print(f"statectl: note: {note}", file=sys.stderr)
+    for finding in result.findings:
+        sys.stdout.write(finding.line(result.location) + "\n")
+    if result.ok:
+        sys.stdout.write(f"{result.location}: OK ({_checked(result)})\n")
+
+
+def _checked(result: Verification) -> str:
+    checked = (
+        f"{counted(result.operators, 'operator')}, {counted(result.subtasks, 'subtask')}, "
+        f"{counted(result.files, 'file')}, {counted(result.key_groups, 'key group')}"
+    )
+    if result.deep:
+        checked += f", {result.entries} {'entry' if result.entries == 1 else 'entries'} walked"
+    return checked
+
+
+# --- diff ------------------------------------------------------------------------------------
+
+
+def diff_to_json(report: DiffReport) -> dict[str, Any]:
+    return {
+        **_pick(report, "a", "b", "identical", "engine"),
+        "operators_only_in_a": [vars(o) for o in report.operators_only_in_a],
+        "operators_only_in_b": [vars(o) for o in report.operators_only_in_b],
+        "notes": list(report.notes),
+        "states": [_state_diff_json(s) for s in report.states],
+    }
+
+
+def _state_diff_json(state: StateDiff) -> dict[str, Any]:
+    return {
+        **_pick(state, "operator", "operator_id", "state", "scope", "kind", "identical"),
+        **_pick(state, "entries_a", "entries_b", "only_in_a", "only_in_b", "changed", "note"),
+        "examples": [_example_json(e) for e in state.examples],
+    }
+
+
+def _example_json(example: Example) -> dict[str, Any]:
+    shown: dict[str, Any] = {"change": example.change}
+    if example.key_group is not None:
+        shown["key_group"] = example.key_group
+    if example.key is not None:
+        shown["key"] = jsonable(example.key)
+    if example.user_key is not None:
+        shown["user_key"] = jsonable(example.user_key)
+    if example.timestamp is not None:
+        shown["timestamp"] = example.timestamp
+    shown["a"] = jsonable(example.a)
+    shown["b"] = jsonable(example.b)
+    return shown
+
+
+def _print_diff(report: DiffReport) -> None:
+    # A CI log is no terminal: give the table room instead of rich's 80 columns.
+    out = stdout if stdout.is_terminal else Console(soft_wrap=False, width=160)
+    out.print(f"A: {report.a}\nB: {report.b}", highlight=False)
+    for side, refs in (("A", report.operators_only_in_a), ("B", report.operators_only_in_b)):
+        for ref in refs:
+            out.print(f"operator only in {side}: {ref.operator} ({ref.operator_id})")
+    for note in report.notes:
+        out.print(f"note: {note}", highlight=False)
+    if report.states:
+        out.print(_diff_table(report))
+    for state in report.states:
+        for example in state.examples:
+            out.print(f"  {state.operator}/{state.state}: {_describe(example)}", highlight=False)
+    out.print(_diff_verdict(report))
+
+
+def _diff_verdict(report: DiffReport) -> str:
+    if report.identical:
+        return f"[bold green]identical[/] ({counted(len(report.states), 'state')} compared)"
+    differing = sum(not s.identical for s in report.states)
+    only = len(report.operators_only_in_a) + len(report.operators_only_in_b)
+    extra = f", {counted(only, 'operator')} on one side only" if only else ""
+    return f"[bold red]different[/]: {differing} of {len(report.states)} states{extra}"
+
+
+def _diff_table(report: DiffReport) -> Table:
+    table = Table(title="States", title_justify="left")
+    for column in ("operator", "state", "scope", "kind"):
+        table.add_column(column)
+    for column in ("entries A", "entries B", "only in A", "only in B", "changed"):
+        table.add_column(column, justify="right")
+    table.add_column("")
+    for s in report.states:
+        status = "same" if s.identical else (s.note or "differs")
+        counts = (s.entries_a, s.entries_b, s.only_in_a, s.only_in_b, s.changed)
+        table.add_row(s.operator, s.state, s.scope, s.kind, *map(str, counts), status)
+    return table
+
+
+def _describe(example: Example) -> str:
+    parts = []
+    if example.key is not None:
+        parts.append(f"key {_text(example.key)}")
+    if example.user_key is not None:
+        parts.append(f"user key {_text(example.user_key)}")
+    if example.timestamp is not None:
+        parts.append(f"timer {example.timestamp}")
+    if example.key_group is not None:
+        parts.append(f"(key group {example.key_group})")
+    where = " ".join(parts) or "element"
+    if example.change == "changed":
+        return f"{where}: A {_text(example.a)} → B {_text(example.b)}"
+    side, value = ("A", example.a) if example.change == "only_in_a" else ("B", example.b)
+    return f"{where}: only in {side}" + ("" if value is None else f" = {_text(value)}")
+
+
+def _text(value: Any) -> str:
+    return json.dumps(jsonable(value), ensure_ascii=False)
+
+
+# --- rescale and convert: the plan (--dry-run) and what was written --------------------------
+
+
+def plan_to_json(plan: RescalePlan) -> dict[str, Any]:
+    return {
+        "source": plan.source.directory.url,
+        "operators": [_operator_plan_json(p) for p in plan.operators],
+    }
+
+
+def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
+    op = plan.operator
+    entry: dict[str, Any] = {
+        "id": op.operator_id_hex,
+        "uid": op.uid,
+        "old_parallelism": op.parallelism,
+        "new_parallelism": plan.new_parallelism,
+        "old_max_parallelism": op.max_parallelism,
+        "new_max_parallelism": plan.max_parallelism,
+        "rescaled": plan.rescaled,
+        "subtasks": [_subtask_plan_json(plan, target) for target in plan.targets or ()],
+    }
+    if plan.rekey is not None:
+        entry["rehash"] = rekey.describe(plan.rekey)
+    return entry
+
+
+def _subtask_plan_json(plan: OperatorPlan, target: SubtaskTarget) -> dict[str, Any]:
+    keyed, operator = target.keyed, target.operator
+    return {
+        "index": target.index,
+        "key_groups": _key_groups(plan, target.index),
+        "keyed_sources": [
+            {"file": run.source.description, "start": run.start, "end": run.end}
+            for run in (keyed.runs if keyed else ())
+        ],
+        "keyed_bytes": keyed.size if keyed else 0,
+        **({"native_sources": _native_sources(keyed)} if keyed and keyed.native else {}),
+        "operator_state": {
+            share.name: {"mode": share.mode.name, "elements": len(share.elements)}
+            for share in (operator.states if operator else ())
+        },
+        "operator_bytes": operator.size if operator else 0,
+    }
+
+
+def _key_groups(plan: OperatorPlan, index: int) -> list[int] | None:
+    if plan.rekey is not None:
+        return list(plan.rekey.key_groups(index))
+    keyed = plan.targets[index].keyed if plan.targets else None
+    return list(keyed.key_groups) if keyed else None
+
+
+def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
+    """RocksDB instances a new subtask reads (its keyed bytes are known only once written)."""
+    return [
+        {
+            "instance": run.instance.description,
+            "backend_id": run.instance.backend_id,
+            "key_groups": [run.first, run.last],
+            "files": len(run.instance.files),
+            "instance_bytes": run.instance.size,
+        }
+        for run in keyed.native
+    ]
+
+
+def _print_plan(plan: RescalePlan) -> None:
+    stdout.print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
+    for entry in plan_to_json(plan)["operators"]:
+        _print_operator_plan(entry)
+
+
+def _print_operator_plan(entry: dict[str, Any]) -> None:
+    name = entry["uid"] or entry["id"]
+    max_change = ""
+    if entry["old_max_parallelism"] != entry["new_max_parallelism"]:
+        max_change = f", max parallelism {entry['old_max_parallelism']} → "
+        max_change += str(entry["new_max_parallelism"])
+    if not entry["rescaled"]:
+        stdout.print(f"{name}: parallelism {entry['old_parallelism']}{max_change}, carried over")
+        return
+    change = f"{entry['old_parallelism']} → {entry['new_parallelism']}"
+    table = Table(title=f"{name}: parallelism {change}{max_change}", title_justify="left")
+    if "rehash" in entry:
+        rehash = entry["rehash"]
+        table.caption = (
+            f"{rehash['key_type']} keys re-hashed from {rehash['sources']} sources "
+            f"({human_bytes(rehash['source_bytes'])})"
+        )
+    for column in ("subtask", "key groups", "keyed sources", "operator state"):
+        table.add_column(column)
+    table.add_column("bytes", justify="right")
+    for sub in entry["subtasks"]:
+        table.add_row(*_plan_subtask_row(sub))
+    stdout.print(table)
+
+
+def _plan_subtask_row(sub: dict[str, Any]) -> tuple[str, ...]:
+    key_groups = "{}–{}".format(*sub["key_groups"]) if sub["key_groups"] else "-"
+    sources = "\n".join(
+        [f"{s['file'].rsplit('/', 1)[-1]} [{s['start']}, {s['end']})" for s in sub["keyed_sources"]]
+        + [
+            "RocksDB {}…: key groups {}–{}".format(s["backend_id"][:8], *s["key_groups"])
+            for s in sub.get("native_sources", ())
+        ]
+    )
+    states = "\n".join(
+        f"{n} ({v['mode']}): {v['elements']}" for n, v in sub["operator_state"].items()
+    )
+    size = human_bytes(sub["keyed_bytes"] + sub["operator_bytes"])
+    return str(sub["index"]), key_groups, sources or "-", states or "-", size
+
+
+def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
+    return {
+        "destination": report.destination,
+        "format": "CANONICAL",
+        "bytes": report.bytes,
+        "operators": [_rescaled_operator_json(op) for op in report.operators],
+        "timings": dict(report.timings),
+    }
+
+
+def _rescaled_operator_json(op: RescaledOperator) -> dict[str, Any]:
+    return {
+        **_pick(op, "id", "uid", "old_parallelism", "new_parallelism"),
+        **_pick(op, "old_max_parallelism", "new_max_parallelism", "rescaled", "files", "bytes"),
+    }
+
+
+def _print_rescale_report(report: RescaleReport) -> None:
+    print_line(f"Wrote {report.destination} (canonical)")
+    table = Table()
+    for column in ("operator", "parallelism", "files"):
+        table.add_column(column)
+    table.add_column("bytes", justify="right")
+    for op in report.operators:
+        table.add_row(
+            op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes)
+        )
+    stdout.print(table)
+
+
+def _parallelism_change(op: RescaledOperator) -> str:
+    same_max = op.old_max_parallelism == op.new_max_parallelism
+    if not op.rescaled:
+        change = f"{op.old_parallelism} (kept)"
+    elif op.old_parallelism != op.new_parallelism:
+        change = f"{op.old_parallelism} → {op.new_parallelism}"
+    elif same_max:  # same parallelism and max parallelism: RocksDB native state converted
+        change = f"{op.old_parallelism} (native → canonical)"
+    else:
+        change = str(op.old_parallelism)
+    if not same_max:
+        change += f", max {op.old_max_parallelism} → {op.new_max_parallelism}"
+    return change
+
+
+# --- migrate ---------------------------------------------------------------------------------
+
+
+def migration_to_json(report: MigrationReport) -> dict[str, Any]:
+    return {
+        **_pick(report, "source", "destination", "metadata_version"),
+        "renamed": report.count(RENAMED),
+        "dropped": report.count(DROPPED),
+        "carried": report.count(CARRIED),
+        **_pick(report, "files", "bytes"),
+        "operators": [_migrated_operator_json(op) for op in report.operators],
+    }
+
+
+def _migrated_operator_json(op: MigratedOperator) -> dict[str, Any]:
+    change = op.change
+    return {
+        "action": change.action,
+        "uid": change.new_uid,
+        "id": change.new_id,
+        "old_uid": change.old_uid,
+        "old_id": change.old_id,
+        "files": op.files,
+        "bytes": op.bytes,
+    }
+
+
+def _print_migration(report: MigrationReport) -> None:
+    print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
+    table = Table()
+    table.add_column("operator")
+    table.add_column("operator id", no_wrap=True, min_width=32)
+    table.add_column("change")
+    table.add_column("files", justify="right")
+    table.add_column("bytes", justify="right")
+    for op in report.operators:
+        table.add_row(*_migrated_operator_row(op))
+    stdout.print(table)
+    stdout.print(
+        f"{report.count(RENAMED)} renamed, {report.count(DROPPED)} dropped, "
+        f"{report.count(CARRIED)} kept; {report.files} files, {human_bytes(report.bytes)}"
+    )
+
+
+def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
+    change = op.change
+    old = change.old_uid or change.old_id
+    if change.action == DROPPED:
+        return old, change.old_id, "dropped", "", ""
+    name, what = old, "kept"
+    if change.action == RENAMED:  # a new uid that hashes to the old id only records the uid
+        new_id = change.old_id != change.new_id
+        name = f"{old} → {change.new_uid}" if new_id else old
+        what = "renamed" if new_id else "uid set"
+    return name, change.new_id, what, str(op.files), human_bytes(op.bytes)
+
+
+# --- progress --------------------------------------------------------------------------------
 
 
 class TaskProgress:
@@ -235,158 +722,3 @@ class TaskProgress:
     def __exit__(self, *exc: object) -> None:
         if self._progress is not None:
             self._progress.stop()
-
-
-def plan_to_json(plan: RescalePlan) -> dict[str, Any]:
-    return {
-        "source": plan.source.directory.url,
-        "operators": [_operator_plan_json(p) for p in plan.operators],
-    }
-
-
-def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
-    op = plan.operator
-    entry: dict[str, Any] = {
-        "id": op.operator_id_hex,
-        "uid": op.uid,
-        "old_parallelism": op.parallelism,
-        "new_parallelism": plan.new_parallelism,
-        "old_max_parallelism": op.max_parallelism,
-        "new_max_parallelism": plan.max_parallelism,
-        "rescaled": plan.rescaled,
-        "subtasks": [],
-    }
-    if plan.rekey is not None:
-        entry["rehash"] = rekey.describe(plan.rekey)
-    for target in plan.targets or ():
-        keyed = target.keyed
-        entry["subtasks"].append(
-            {
-                "index": target.index,
-                "key_groups": _key_groups(plan, target.index),
-                "keyed_sources": [
-                    {"file": run.source.description, "start": run.start, "end": run.end}
-                    for run in (keyed.runs if keyed else ())
-                ],
-                "keyed_bytes": keyed.size if keyed else 0,
-                **({"native_sources": _native_sources(keyed)} if keyed and keyed.native else {}),
-                "operator_state": {
-                    share.name: {"mode": share.mode.name, "elements": len(share.elements)}
-                    for share in (target.operator.states if target.operator else ())
-                },
-                "operator_bytes": target.operator.size if target.operator else 0,
-            }
-        )
-    return entry
-
-
-def _key_groups(plan: OperatorPlan, index: int) -> list[int] | None:
-    if plan.rekey is not None:
-        return list(plan.rekey.key_groups(index))
-    keyed = plan.targets[index].keyed if plan.targets else None
-    return list(keyed.key_groups) if keyed else None
-
-
-def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
-    """RocksDB instances a new subtask reads (its keyed bytes are known only once written)."""
-    return [
-        {
-            "instance": run.instance.description,
-            "backend_id": run.instance.backend_id,
-            "key_groups": [run.first, run.last],
-            "files": len(run.instance.files),
-            "instance_bytes": run.instance.size,
-        }
-        for run in keyed.native
-    ]
-
-
-def print_plan(plan: RescalePlan) -> None:
-    stdout.print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
-    for entry in plan_to_json(plan)["operators"]:
-        name = entry["uid"] or entry["id"]
-        change = f"{entry['old_parallelism']} → {entry['new_parallelism']}"
-        max_change = ""
-        if entry["old_max_parallelism"] != entry["new_max_parallelism"]:
-            max_change = f", max parallelism {entry['old_max_parallelism']} → "
-            max_change += str(entry["new_max_parallelism"])
-        if not entry["rescaled"]:
-            stdout.print(
-                f"{name}: parallelism {entry['old_parallelism']}{max_change}, carried over"
-            )
-            continue
-        table = Table(title=f"{name}: parallelism {change}{max_change}", title_justify="left")
-        if "rehash" in entry:
-            rehash = entry["rehash"]
-            table.caption = (
-                f"{rehash['key_type']} keys re-hashed from {rehash['sources']} sources "
-                f"({human_bytes(rehash['source_bytes'])})"
-            )
-        for column in ("subtask", "key groups", "keyed sources", "operator state"):
-            table.add_column(column)
-        table.add_column("bytes", justify="right")
-        for sub in entry["subtasks"]:
-            key_groups = "{}–{}".format(*sub["key_groups"]) if sub["key_groups"] else "-"
-            sources = "\n".join(
-                [
-                    f"{s['file'].rsplit('/', 1)[-1]} [{s['start']}, {s['end']})"
-                    for s in sub["keyed_sources"]
-                ]
-                + [
-                    "RocksDB {}…: key groups {}–{}".format(s["backend_id"][:8], *s["key_groups"])
-                    for s in sub.get("native_sources", ())
-                ]
-            )
-            states = "\n".join(
-                f"{n} ({v['mode']}): {v['elements']}" for n, v in sub["operator_state"].items()
-            )
-            size = human_bytes(sub["keyed_bytes"] + sub["operator_bytes"])
-            table.add_row(str(sub["index"]), key_groups, sources or "-", states or "-", size)
-        stdout.print(table)
-
-
-def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
-    return {
-        "destination": report.destination,
-        "format": "CANONICAL",
-        "bytes": report.bytes,
-        "operators": [
-            {
-                "id": op.id,
-                "uid": op.uid,
-                "old_parallelism": op.old_parallelism,
-                "new_parallelism": op.new_parallelism,
-                "old_max_parallelism": op.old_max_parallelism,
-                "new_max_parallelism": op.new_max_parallelism,
-                "rescaled": op.rescaled,
-                "files": op.files,
-                "bytes": op.bytes,
-            }
-            for op in report.operators
-        ],
-        "timings": dict(report.timings),
-    }
-
-
-def print_rescale_report(report: RescaleReport) -> None:
-    print_line(f"Wrote {report.destination} (canonical)")
-    table = Table()
-    for column in ("operator", "parallelism", "files"):
-        table.add_column(column)
-    table.add_column("bytes", justify="right")
-    for op in report.operators:
-        same_max = op.old_max_parallelism == op.new_max_parallelism
-        if not op.rescaled:
-            change = f"{op.old_parallelism} (kept)"
-        elif op.old_parallelism != op.new_parallelism:
-            change = f"{op.old_parallelism} → {op.new_parallelism}"
-        else:  # same parallelism: a new max parallelism, or RocksDB native state converted
-            change = (
-                str(op.old_parallelism)
-                if not same_max
-                else f"{op.old_parallelism} (native → canonical)"
-            )
-        if not same_max:
-            change += f", max {op.old_max_parallelism} → {op.new_max_parallelism}"
-        table.add_row(op.uid or op.id, change, str(op.files), human_bytes(op.bytes))
-    stdout.print(table)

@@ -2,26 +2,38 @@
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_key_values, parse_storage_options
+from statectl.cli.options import (
+    DEFAULT_MASTER,
+    DestinationOption,
+    DryRunOption,
+    JsonOption,
+    MasterOption,
+    OverwriteOption,
+    SparkConfOption,
+    StorageOptionFlags,
+    parse_key_values,
+    parse_spark_conf,
+    parse_storage_options,
+)
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.writer import stale_staging
+
+if TYPE_CHECKING:
+    from statectl.operations.rescale.plan import RescalePlan
 
 
 def rescale(
     source: Annotated[
         str, typer.Argument(help="Savepoint to read (directory or _metadata, path or URL).")
     ],
-    destination: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
-    ],
+    destination: DestinationOption,
     parallelism: Annotated[
         int | None,
         typer.Option(
@@ -45,20 +57,12 @@ def rescale(
             "Double, Float.",
         ),
     ] = None,
-    master: Annotated[
-        str, typer.Option(help="Spark master URL, as for spark-submit.")
-    ] = "local[*]",
-    conf: Annotated[
-        list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
-    ] = None,
-    overwrite: Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")] = False,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Print the plan; write nothing.")
-    ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    master: MasterOption = DEFAULT_MASTER,
+    conf: SparkConfOption = None,
+    overwrite: OverwriteOption = False,
+    dry_run: DryRunOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Repartition keyed state by key group and redistribute operator state, as Flink would.
 
@@ -89,30 +93,17 @@ def rescale(
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
     plan = plan_rescale(savepoint, parallelism, overrides, max_parallelism)
-    if dry_run:
-        if json_output:
-            output.print_json(output.plan_to_json(plan))
-        else:
-            output.print_plan(plan)
-        return
-    from statectl.operations.rescale.job import rescale as run_rescale
-
-    warn_stale_staging(destination, options)
-
-    with output.TaskProgress("rescale", enabled=not json_output) as progress:
-        result = run_rescale(
-            plan,
-            destination,
-            overwrite=overwrite,
-            master=master,
-            spark_conf=parse_key_values(conf, "--conf"),
-            storage_options=options,
-            progress=progress.update,
-        )
-    if json_output:
-        output.print_json(output.rescale_report_to_json(result))
-    else:
-        output.print_rescale_report(result)
+    show_or_write_plan(
+        "rescale",
+        plan,
+        destination,
+        output.renderer(json_output),
+        dry_run=dry_run,
+        overwrite=overwrite,
+        master=master,
+        conf=conf,
+        storage_options=options,
+    )
 
 
 def _positive_int(value: str, name: str) -> int:
@@ -123,12 +114,33 @@ def _positive_int(value: str, name: str) -> int:
     return int(value)
 
 
-def warn_stale_staging(destination: str, options: dict[str, str] | None) -> None:
-    """Name staging folders beside DST that this run leaves alone: their owner may still be
-    writing, or was killed on another host (a success removes this host's killed runs' ones)."""
-    for url in stale_staging(destination, options):
-        print(
-            f"statectl: warning: {url}: staging folder of another run, not a savepoint; "
-            "delete it once no other run writes there",
-            file=sys.stderr,
+def show_or_write_plan(
+    command: str,
+    plan: RescalePlan,
+    destination: str,
+    render: output.Renderer,
+    *,
+    dry_run: bool,
+    overwrite: bool,
+    master: str,
+    conf: list[str] | None,
+    storage_options: dict[str, Any] | None,
+) -> None:
+    """The plan of `rescale` or `convert` with --dry-run, else the Spark job that writes it."""
+    if dry_run:
+        render.plan(plan)
+        return
+    from statectl.operations.rescale.job import rescale as run_job  # pyspark: not for --help
+
+    output.warn_stale_staging(stale_staging(destination, storage_options))
+    with render.progress(command) as progress:
+        report = run_job(
+            plan,
+            destination,
+            overwrite=overwrite,
+            master=master,
+            spark_conf=parse_spark_conf(conf),
+            storage_options=storage_options,
+            progress=progress.update,
         )
+    render.rescale(report)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from statectl.cli import output
+from statectl.cli.options import JsonOption
 from statectl.savepoint.model import operator_id_for_uid
 
 
@@ -14,9 +15,7 @@ def uid_hash(
     uids: Annotated[
         list[str], typer.Argument(metavar="UID...", help="Operator uids, as set with .uid(…).")
     ],
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
+    json_output: JsonOption = False,
 ) -> None:
     """Print the operator id (32 hex) Flink gives each uid: murmur3_128, seed 0, of its UTF-8.
 
@@ -29,17 +28,7 @@ def uid_hash(
 
       statectl uid-hash src sink --json | jq -r '.[].id'
     """
-    for uid in uids:
-        if not uid:
-            raise typer.BadParameter("a uid must not be empty", param_hint="UID")
-    ids = uid_ids(uids)
-    if json_output:
-        output.print_json(ids)
-        return
-    width = max(len(uid) for uid in uids)
-    for entry in ids:
-        print(f"{entry['uid']:<{width}}  {entry['id']}")
-
-
-def uid_ids(uids: list[str]) -> list[dict[str, Any]]:
-    return [{"uid": uid, "id": operator_id_for_uid(uid).hex()} for uid in uids]
+    if not all(uids):
+        raise typer.BadParameter("a uid must not be empty", param_hint="UID")
+    ids = [(uid, operator_id_for_uid(uid).hex()) for uid in uids]
+    output.renderer(json_output).uid_hash(ids)

@@ -6,20 +6,22 @@ Exit 0 when clean, 1 when anything was found, 2 for usage errors.
 
 from __future__ import annotations
 
-import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import StorageOptions, parse_storage_options
-from statectl.operations.verify import Verification, verify_location
+from statectl.cli.options import (
+    JsonOption,
+    SavepointArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
+from statectl.operations.verify import verify_location
 
 
 def verify(
-    path: Annotated[
-        str, typer.Argument(help="Savepoint directory or its _metadata file (path or URL).")
-    ],
+    path: SavepointArgument,
     deep: Annotated[
         bool,
         typer.Option(
@@ -27,10 +29,8 @@ def verify(
             help="Also walk every key-group block and check every key's key group.",
         ),
     ] = False,
-    json_output: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document to stdout.")
-    ] = False,
-    storage_option: StorageOptions = None,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
 ) -> None:
     """Check that a savepoint is complete and consistent; exit 1 when it is not.
 
@@ -45,51 +45,6 @@ def verify(
       statectl verify s3://bucket/savepoints/sp-1 --deep --json | jq '.findings[]'
     """
     result = verify_location(path, parse_storage_options(storage_option), deep)
-    if json_output:
-        output.print_json(verification_to_json(result))
-    else:
-        _print(result)
+    output.renderer(json_output).verify(result)
     if not result.ok:
         raise typer.Exit(1)
-
-
-def verification_to_json(result: Verification) -> dict[str, Any]:
-    return {
-        "location": result.location,
-        "ok": result.ok,
-        "deep": result.deep,
-        "checked": {
-            "operators": result.operators,
-            "subtasks": result.subtasks,
-            "files": result.files,
-            "key_groups": result.key_groups,
-            **({"entries": result.entries} if result.deep else {}),
-        },
-        "findings": [
-            {
-                "operator": f.operator,
-                "operator_id": f.operator_id,
-                "subtask": f.subtask,
-                "file": f.file,
-                "problem": f.problem,
-            }
-            for f in result.findings
-        ],
-        "notes": list(result.notes),
-    }
-
-
-def _print(result: Verification) -> None:
-    for note in result.notes:
-        print(f"statectl: note: {note}", file=sys.stderr)
-    for finding in result.findings:
-        sys.stdout.write(finding.line(result.location) + "\n")
-    if result.ok:
-        c = output.counted
-        checked = (
-            f"{c(result.operators, 'operator')}, {c(result.subtasks, 'subtask')}, "
-            f"{c(result.files, 'file')}, {c(result.key_groups, 'key group')}"
-        )
-        if result.deep:
-            checked += f", {result.entries} {'entry' if result.entries == 1 else 'entries'} walked"
-        sys.stdout.write(f"{result.location}: OK ({checked})\n")
