@@ -1,38 +1,45 @@
 """Where the tasks of a command run: in this process, or as a Spark job.
 
-Every command that runs tasks (rescale, export, diff) hands module-level functions and picklable
-tasks to an `Engine`, so a small savepoint never pays for starting Spark and a large one spreads
-over executors with the same results. Errors inside tasks reach the caller as one-line
-`StatectlError`s on either engine. pyspark is imported only when a Spark engine runs something.
+Every command that runs tasks (rescale, export, diff) hands functions and picklable tasks to
+an `Engine` (`LocalEngine` here, `spark.SparkEngine`), so a small savepoint never pays for
+starting Spark and a large one spreads over executors with the same results. Errors inside
+tasks reach the caller as one-line `StatectlError`s on either engine. pyspark is imported only
+when a Spark engine runs something.
 """
 
 from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar, Union
 
 from statectl.progress import Progress, ProgressCallback
 
 if TYPE_CHECKING:
+    from statectl.execution.spark import SparkEngine
     from statectl.savepoint.storage import Location
 
 T = TypeVar("T")
 R = TypeVar("R")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
-SortKey = TypeVar("SortKey", bound=tuple)  # type: ignore[type-arg]
+SortKey = TypeVar("SortKey", bound=tuple[object, ...])
 
 Work = Callable[[T], tuple[int, int]]
 """A task's share of the progress: the files it writes and the bytes it reads."""
 
 
-class Engine(Protocol):
-    name: str
+class LocalEngine:
+    """Tasks one after the other in this process; a shuffle sorts in memory.
+
+    The reference for what an engine does: `spark.SparkEngine` has the same methods and
+    gives the same results.
+    """
+
+    name = "local"
 
     def start(self) -> None:
         """Get ready to run tasks now rather than on first use (Spark: start the context)."""
-        ...
 
     def run(
         self,
@@ -43,49 +50,6 @@ class Engine(Protocol):
     ) -> list[R]:
         """`fn` over every task, results in task order; `progress` counts the `work` of the
         tasks done (Spark balances its tasks by the bytes)."""
-        ...
-
-    def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
-        """`fn` over every task, results concatenated in task order."""
-        ...
-
-    def group_reduce(
-        self,
-        tasks: Sequence[T],
-        emit: Callable[[T], list[tuple[K, V]]],
-        reduce: Callable[[K, list[V]], R],
-    ) -> list[R]:
-        """`emit` (key, value) pairs from every task, then `reduce` each key's values."""
-        ...
-
-    def sort_partitions(
-        self,
-        sources: Sequence[T],
-        records: Callable[[T], Iterable[tuple[SortKey, V]]],
-        partitions: int,
-        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
-    ) -> list[R]:
-        """The shuffle: every source's (key, value) records, each key a tuple whose first item
-        is its partition, sorted by key within the partition and streamed to `write(partition,
-        records)`; one result per partition, in partition order."""
-        ...
-
-
-class LocalEngine:
-    """Tasks one after the other in this process; a shuffle sorts in memory."""
-
-    name = "local"
-
-    def start(self) -> None:
-        pass
-
-    def run(
-        self,
-        tasks: Sequence[T],
-        fn: Callable[[T], R],
-        work: Work[T] | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> list[R]:
         results = []
         total_files, total_bytes = total_work(tasks, work)
         files = size = 0
@@ -98,6 +62,7 @@ class LocalEngine:
         return results
 
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
+        """`fn` over every task, results concatenated in task order."""
         return [result for task in tasks for result in fn(task)]
 
     def group_reduce(
@@ -106,6 +71,7 @@ class LocalEngine:
         emit: Callable[[T], list[tuple[K, V]]],
         reduce: Callable[[K, list[V]], R],
     ) -> list[R]:
+        """`emit` (key, value) pairs from every task, then `reduce` each key's values."""
         groups: dict[K, list[V]] = {}
         for task in tasks:
             for key, value in emit(task):
@@ -119,6 +85,9 @@ class LocalEngine:
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
     ) -> list[R]:
+        """The shuffle: every source's (key, value) records, each key a tuple whose first item
+        is its partition, sorted by key within the partition and streamed to `write(partition,
+        records)`; one result per partition, in partition order."""
         by_partition: list[list[tuple[SortKey, V]]] = [[] for _ in range(partitions)]
         for source in sources:
             for record in records(source):
@@ -127,6 +96,10 @@ class LocalEngine:
             write(n, iter(sorted(found, key=operator.itemgetter(0))))
             for n, found in enumerate(by_partition)
         ]
+
+
+# Union, not `|`: SparkEngine is imported for type checking only.
+Engine = Union[LocalEngine, "SparkEngine"]
 
 
 def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
