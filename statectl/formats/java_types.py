@@ -326,6 +326,8 @@ class CompositeKey:
 
 
 _VALUE_KINDS = frozenset({"VALUE", "LIST", "REDUCING", "AGGREGATING", "FOLDING"})
+# Keyed state kinds whose entries have composite keys (key group, key, namespace, …).
+COMPOSITE_KEY_KINDS = _VALUE_KINDS | {"MAP", "TIMERS"}
 
 
 def split_composite_key(

@@ -11,6 +11,14 @@ from statectl.formats.java_types import UPPER_BOUND_MAX_PARALLELISM
 DEFAULT_LOWER_BOUND_MAX_PARALLELISM = 1 << 7
 
 
+def check_max_parallelism(max_parallelism: int) -> None:
+    """Flink's bound on the number of key groups: 1..32768."""
+    if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+        raise StatectlError(
+            f"max parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}"
+        )
+
+
 def check_parallelism(max_parallelism: int, parallelism: int) -> None:
     if not 0 < parallelism <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
         raise StatectlError(

@@ -19,8 +19,8 @@ import hashlib
 import struct
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, LocalEngine
@@ -31,7 +31,7 @@ from statectl.formats.state_values import UNKNOWN, StateCodec, keyed_codec
 from statectl.savepoint import entries
 from statectl.savepoint.entries import KeyedEntry, KeyedSource, operator_label
 from statectl.savepoint.keyed import keyed_handle_bytes
-from statectl.savepoint.model import Savepoint
+from statectl.savepoint.model import Savepoint, has_state
 
 MAX_EXAMPLES = 5
 HASH_BUCKETS = 4096  # buckets when max parallelism differs
@@ -162,14 +162,6 @@ def _find_either(a: Savepoint, b: Savepoint, name: str) -> OperatorState:
         raise
 
 
-def has_state(op: OperatorState) -> bool:
-    return any(
-        s.managed_keyed_state or s.managed_operator_state or s.raw_keyed_state
-        for s in op.subtasks or ()
-        if not s.finished
-    )
-
-
 @dataclass(frozen=True)
 class _Side:
     """One savepoint's view of an operator: its keyed files and their states."""
@@ -227,7 +219,7 @@ class _OperatorPair:
         diffs = []
         for name in [*self.a.states, *(n for n in self.b.states if n not in self.a.states)]:
             meta_a, meta_b = self.a.states.get(name), self.b.states.get(name)
-            kind = (meta_a or meta_b).kind  # type: ignore[union-attr]
+            kind = (meta_a or self.b.states[name]).kind
             note = None
             if meta_a and meta_b and meta_a.kind != meta_b.kind:
                 note = f"kind {meta_a.kind} in A, {meta_b.kind} in B"
@@ -349,8 +341,8 @@ def _compare_keyed(pairs: list[_OperatorPair], engine: Engine, max_examples: int
     if wanted:
         second = [EntriesTask(t, wanted) for t in tasks if _may_hold(t, wanted)]
         for result in engine.group_reduce(second, bucket_entries, compare_bucket):
-            key = result.key[:2]
-            found[key] = _merge(found.get(key, _Found()), result.found, max_examples)
+            state = result.key[:2]
+            found[state] = _merge(found.get(state, _Found()), result.found, max_examples)
     return _KeyedResults(dict(counts), found)
 
 
@@ -399,7 +391,14 @@ def digest(task: DigestTask) -> list[tuple[BucketKey, int, int, int]]:
     return [((op, s, b), task.side, c, t) for (s, b), (c, t) in sums.items()]
 
 
-_Record = tuple[int, int, bytes, bytes, bytes]  # side, key group, identity, key, value
+class _Record(NamedTuple):
+    """One entry in a wanted bucket, as the shuffle carries it."""
+
+    side: int
+    key_group: int
+    identity: bytes  # the key without its key-group prefix
+    key: bytes
+    value: bytes
 
 
 def bucket_entries(task: EntriesTask) -> list[tuple[BucketKey, _Record]]:
@@ -410,7 +409,8 @@ def bucket_entries(task: EntriesTask) -> list[tuple[BucketKey, _Record]]:
         bucket, ident = _identity(entry, task.digest)
         key = (op, entry.state.name, bucket)
         if key in task.wanted:
-            found.append((key, (task.digest.side, entry.key_group, ident, entry.key, entry.value)))
+            record = _Record(task.digest.side, entry.key_group, ident, entry.key, entry.value)
+            found.append((key, record))
     return found
 
 
@@ -418,30 +418,26 @@ def compare_bucket(key: BucketKey, records: list[_Record]) -> BucketResult:
     """Entries of one bucket: identities only in A, only in B, or with other values."""
     sides: list[dict[bytes, list[_Record]]] = [{}, {}]
     for record in records:
-        sides[record[0]].setdefault(record[2], []).append(record)
+        sides[record.side].setdefault(record.identity, []).append(record)
     a, b = sides
     only_a = sorted(set(a) - set(b))
     only_b = sorted(set(b) - set(a))
-    changed = sorted(
-        i for i in set(a) & set(b) if Counter(r[4] for r in a[i]) != Counter(r[4] for r in b[i])
-    )
-    examples = [_raw("only_in_a", a[i][0], None) for i in only_a[:MAX_EXAMPLES]]
-    examples += [_raw("only_in_b", None, b[i][0]) for i in only_b[:MAX_EXAMPLES]]
-    examples += [_raw("changed", a[i][0], b[i][0]) for i in changed[:MAX_EXAMPLES]]
+    changed = sorted(i for i in set(a) & set(b) if _values(a[i]) != _values(b[i]))
+    examples = [_raw("only_in_a", a[i][0], a[i][0].value, None) for i in only_a[:MAX_EXAMPLES]]
+    examples += [_raw("only_in_b", b[i][0], None, b[i][0].value) for i in only_b[:MAX_EXAMPLES]]
+    examples += [
+        _raw("changed", a[i][0], a[i][0].value, b[i][0].value) for i in changed[:MAX_EXAMPLES]
+    ]
     return BucketResult(key, _Found(len(only_a), len(only_b), len(changed), tuple(examples)))
 
 
-def _raw(change: str, in_a: _Record | None, in_b: _Record | None) -> _RawExample:
-    shown = in_a or in_b
-    assert shown is not None
-    return _RawExample(
-        change,
-        shown[0],
-        shown[1],
-        shown[3],
-        in_a[4] if in_a else None,
-        in_b[4] if in_b else None,
-    )
+def _values(records: list[_Record]) -> Counter[bytes]:
+    return Counter(r.value for r in records)
+
+
+def _raw(change: str, shown: _Record, value_a: bytes | None, value_b: bytes | None) -> _RawExample:
+    """An example shown with `shown`'s key."""
+    return _RawExample(change, shown.side, shown.key_group, shown.key, value_a, value_b)
 
 
 def _merge(old: _Found, new: _Found, max_examples: int) -> _Found:
@@ -465,15 +461,29 @@ def _compare_operator_state(
     diffs = []
     for name in [*elements_a, *(n for n in elements_b if n not in elements_a)]:
         in_a, in_b = elements_a.get(name, []), elements_b.get(name, [])
-        kinds = (in_a[0].kind if in_a else None, in_b[0].kind if in_b else None)
-        kind = kinds[0] or kinds[1]
-        assert kind is not None
+        kind = (in_a or in_b)[0].kind
         codec = entries.element_codec((in_a or in_b)[0])
         compare = _compare_broadcast if kind == "BROADCAST" else _compare_list
-        found = compare(pair.label, pair.operator_id, name, kind, in_a, in_b, codec, max_examples)
-        if kinds[0] and kinds[1] and kinds[0] != kinds[1]:
-            found = replace(found, note=f"kind {kinds[0]} in A, {kinds[1]} in B")
-        diffs.append(found)
+        found = compare(kind, in_a, in_b, codec)
+        note = None
+        if in_a and in_b and in_a[0].kind != in_b[0].kind:
+            note = f"kind {in_a[0].kind} in A, {in_b[0].kind} in B"
+        diffs.append(
+            StateDiff(
+                pair.label,
+                pair.operator_id,
+                name,
+                "operator",
+                kind,
+                found.entries_a,
+                found.entries_b,
+                found.only_in_a,
+                found.only_in_b,
+                found.changed,
+                tuple(found.examples[:max_examples]),
+                note,
+            )
+        )
     return diffs
 
 
@@ -484,16 +494,24 @@ def _group(elements: Iterable[entries.OperatorElement]) -> dict[str, list[entrie
     return grouped
 
 
+@dataclass(frozen=True)
+class _Compared:
+    """One operator state compared: its size on each side, and how they differ."""
+
+    entries_a: int
+    entries_b: int
+    only_in_a: int
+    only_in_b: int
+    changed: int
+    examples: list[Example]
+
+
 def _compare_list(
-    label: str,
-    op_id: str,
-    name: str,
     kind: str,
     in_a: list[entries.OperatorElement],
     in_b: list[entries.OperatorElement],
     codec: StateCodec,
-    max_examples: int,
-) -> StateDiff:
+) -> _Compared:
     """Split list state: multisets of element bytes; union state: sets."""
     count_a = Counter(e.value for e in in_a)
     count_b = Counter(e.value for e in in_b)
@@ -503,31 +521,18 @@ def _compare_list(
     examples = [
         Example("only_in_a", None, a=_shown(codec.decode_value(v), v)) for v in sorted(extra_a)
     ] + [Example("only_in_b", None, b=_shown(codec.decode_value(v), v)) for v in sorted(extra_b)]
-    return StateDiff(
-        label,
-        op_id,
-        name,
-        "operator",
-        kind,
-        sum(count_a.values()),
-        sum(count_b.values()),
-        sum(extra_a.values()),
-        sum(extra_b.values()),
-        0,
-        tuple(examples[:max_examples]),
+    entries_a, entries_b = sum(count_a.values()), sum(count_b.values())
+    return _Compared(
+        entries_a, entries_b, sum(extra_a.values()), sum(extra_b.values()), 0, examples
     )
 
 
 def _compare_broadcast(
-    label: str,
-    op_id: str,
-    name: str,
     kind: str,
     in_a: list[entries.OperatorElement],
     in_b: list[entries.OperatorElement],
     codec: StateCodec,
-    max_examples: int,
-) -> StateDiff:
+) -> _Compared:
     """Broadcast state: the map (all copies merged); undecodable maps compare as whole bytes."""
     map_a, map_b = _broadcast_map(in_a), _broadcast_map(in_b)
     only_a = sorted(set(map_a) - set(map_b))
@@ -549,19 +554,7 @@ def _compare_broadcast(
     examples = [example("only_in_a", k) for k in only_a]
     examples += [example("only_in_b", k) for k in only_b]
     examples += [example("changed", k) for k in changed]
-    return StateDiff(
-        label,
-        op_id,
-        name,
-        "operator",
-        kind,
-        len(map_a),
-        len(map_b),
-        len(only_a),
-        len(only_b),
-        len(changed),
-        tuple(examples[:max_examples]),
-    )
+    return _Compared(len(map_a), len(map_b), len(only_a), len(only_b), len(changed), examples)
 
 
 def _broadcast_map(elements: list[entries.OperatorElement]) -> dict[bytes, bytes]:

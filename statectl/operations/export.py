@@ -20,7 +20,7 @@ import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -57,7 +57,25 @@ BATCH_BYTES = 64 << 20
 CHUNK_BYTES = 128 << 20  # key-group blocks per part file in folder output
 TEMP_MARK = ".statectl-tmp-"
 
-Row = tuple[Any, ...]
+
+class Row(NamedTuple):
+    """One exported entry: `SCHEMA`'s columns, in its order."""
+
+    operator: str
+    operator_id: str
+    scope: str
+    state: str
+    kind: str
+    subtask: int
+    key_group: int | None
+    key: bytes | None
+    namespace: bytes | None
+    user_key: bytes | None
+    timestamp: int | None
+    value: bytes
+    key_json: str | None
+    user_key_json: str | None
+    value_json: str | None
 
 
 @dataclass(frozen=True)
@@ -148,7 +166,7 @@ def _keyed_rows(
             where = f"{file.description} (key group {entry.key_group}, state {name})"
             raise exc.with_source(where) from None
         user_key = parts.user_key
-        yield (
+        yield Row(
             file.operator,
             file.operator_id,
             "keyed",
@@ -161,9 +179,9 @@ def _keyed_rows(
             user_key,
             parts.timestamp,
             entry.value,
-            _json(codec.decode_key(parts.key)),
-            None if user_key is None else _json(codec.decode_user_key(user_key)),
-            _json(codec.decode_value(entry.value)),
+            key_json=_json(codec.decode_key(parts.key)),
+            user_key_json=None if user_key is None else _json(codec.decode_user_key(user_key)),
+            value_json=_json(codec.decode_value(entry.value)),
         )
 
 
@@ -172,23 +190,33 @@ def _operator_rows(file: OperatorFile, state: str | None) -> Iterator[Row]:
         if state is not None and element.state != state:
             continue
         codec = entries.element_codec(element)
-        base = (file.operator, file.operator_id, "operator", element.state, element.kind)
-        base += (file.subtask, None)
+        row = Row(
+            file.operator,
+            file.operator_id,
+            "operator",
+            element.state,
+            element.kind,
+            file.subtask,
+            key_group=None,
+            key=None,
+            namespace=None,
+            user_key=None,
+            timestamp=None,
+            value=element.value,
+            key_json=None,
+            user_key_json=None,
+            value_json=_value(codec, element),
+        )
         pairs = entries.broadcast_entries(element) if element.kind == "BROADCAST" else None
         if pairs is None:  # a list element, or a broadcast map we cannot split
-            yield (*base, None, None, None, None, element.value, None, None, _value(codec, element))
+            yield row
             continue
         for key, value in pairs:
-            yield (
-                *base,
-                key,
-                None,
-                None,
-                None,
-                value,
-                _json(codec.decode_key(key)),
-                None,
-                _json(codec.decode_value(value)),
+            yield row._replace(
+                key=key,
+                value=value,
+                key_json=_json(codec.decode_key(key)),
+                value_json=_json(codec.decode_value(value)),
             )
 
 
@@ -208,8 +236,8 @@ def write_rows(rows: Iterator[Row], sink: Any) -> tuple[int, dict[str, int]]:
         size = 0
         for row in rows:
             batch.append(row)
-            size += len(row[11]) + len(row[7] or b"") + 64
-            label = f"{row[0]}/{row[3]}"
+            size += len(row.value) + len(row.key or b"") + 64
+            label = f"{row.operator}/{row.state}"
             per_state[label] = per_state.get(label, 0) + 1
             if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
                 parquet.write_batch(_batch(batch))
@@ -372,7 +400,7 @@ def _has_export_schema(file: Location) -> bool:
             schema = pq.read_schema(source)
     except (OSError, pa.ArrowException, ValueError):
         return False
-    return schema.names == SCHEMA.names
+    return bool(schema.names == SCHEMA.names)
 
 
 PARQUET_FILE = writer.OutputKind(_file_refusal, "output exists; pass --overwrite to replace it")

@@ -21,11 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
+from statectl.formats.handles import RelativeFileHandle
 from statectl.formats.java_io import encode_modified_utf8
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
 from statectl.progress import Progress, ProgressCallback
 from statectl.savepoint import writer
-from statectl.savepoint.files import CopyResult, CopyTask, copy_file
+from statectl.savepoint.files import CopyTask, copy_file
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
 from statectl.savepoint.relocate import CopyNames, carry_over
 from statectl.savepoint.storage import locate
@@ -111,8 +112,8 @@ def _id_taken(first: OperatorChange, second: OperatorChange, where: str) -> None
     if other.action == RENAMED:
         taken = f"the new id of {other.old_uid or other.old_id} (renamed to {other.new_uid!r})"
     else:
-        taken = f"operator {other.new_uid} ({other.new_id})" if other.new_uid else other.new_id
-        taken = f"taken by {taken}; drop or rename that one too"
+        owner = f"operator {other.new_uid} ({other.new_id})" if other.new_uid else other.new_id
+        taken = f"taken by {owner}; drop or rename that one too"
     raise StatectlError(
         f"cannot rename {renamed.old_uid or renamed.old_id} to {renamed.new_uid!r}: its "
         f"operator id {renamed.new_id} is {taken}",
@@ -174,7 +175,7 @@ def migrate(
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
     metadata, tasks = relocated_metadata(plan)
     staged = writer.stage(destination, overwrite, storage_options)
-    results: list[CopyResult] = []
+    results: list[RelativeFileHandle] = []
     try:
         total_bytes, done_bytes = sum(task.source.size for task in tasks), 0
         for done, task in enumerate(tasks, 1):
@@ -189,7 +190,9 @@ def migrate(
     return _report(plan, results, staged.destination.url)
 
 
-def _copy(task: CopyTask, staging_url: str, storage_options: dict[str, Any] | None) -> CopyResult:
+def _copy(
+    task: CopyTask, staging_url: str, storage_options: dict[str, Any] | None
+) -> RelativeFileHandle:
     try:
         result = copy_file(task, locate(staging_url, storage_options))
     except OSError as exc:  # a file that vanished since the check, a full disk: still one line
@@ -204,10 +207,12 @@ def _copy(task: CopyTask, staging_url: str, storage_options: dict[str, Any] | No
     return result
 
 
-def _report(plan: MigrationPlan, results: list[CopyResult], destination: str) -> MigrationReport:
+def _report(
+    plan: MigrationPlan, results: list[RelativeFileHandle], destination: str
+) -> MigrationReport:
     sizes: dict[str, list[int]] = {}
     for result in results:
-        sizes.setdefault(result.name.split("-", 1)[0], []).append(result.size)
+        sizes.setdefault(result.relative_path.split("-", 1)[0], []).append(result.size)
     return MigrationReport(
         plan.source.directory.url,
         destination,

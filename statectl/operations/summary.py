@@ -10,7 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from statectl.errors import StatectlError
-from statectl.formats import java_types, keyed_blocks, state_headers
+from statectl.formats import java_types, keyed_blocks
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
@@ -19,14 +19,16 @@ from statectl.formats.handles import (
     stream_size,
 )
 from statectl.formats.metadata import OperatorState, SubtaskState, snapshot_kind
+from statectl.formats.state_headers import KeyedStateHeader
 from statectl.savepoint import native
 from statectl.savepoint.keyed import (
+    block_spans,
     iter_blocks,
     keyed_handle_bytes,
     keyed_header,
     operator_handle_bytes,
 )
-from statectl.savepoint.model import Savepoint
+from statectl.savepoint.model import Savepoint, StateStream
 
 
 @dataclass(frozen=True)
@@ -186,8 +188,8 @@ def _keyed_states(
         key_serializer = key_serializer or header.key_serializer
         for state in header.states:
             kinds.setdefault(state.name, state.kind)
-        if deep and isinstance(handle, KeyGroupsHandle):
-            entries.update(_count_canonical_entries(sp, handle, header))
+        if deep and isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
+            entries.update(_count_canonical_entries(sp.stream(handle.delegate), handle, header))
         elif deep and isinstance(handle, IncrementalKeyedHandle):
             instance = native.native_instance(sp, handle, f"subtask {subtask.index}")
             prefix_bytes = java_types.key_group_prefix_bytes(max_parallelism)
@@ -200,13 +202,11 @@ def _keyed_states(
 
 
 def _count_canonical_entries(
-    sp: Savepoint, handle: KeyGroupsHandle, header: state_headers.KeyedStateHeader
+    stream: StateStream, handle: KeyGroupsHandle, header: KeyedStateHeader
 ) -> Counter[str]:
-    assert handle.delegate is not None
-    stream = sp.stream(handle.delegate)
     counts: Counter[str] = Counter()
     names = [s.name for s in header.states]
-    for span, block in iter_blocks(stream, handle):
+    for span, block in iter_blocks(stream, block_spans(stream, handle)):
         try:
             per_state = keyed_blocks.count_entries(block, header.compressed, len(names))
         except StatectlError as exc:

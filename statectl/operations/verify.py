@@ -13,10 +13,11 @@ their ends.
 
 The format rules are not repeated here: offsets, headers, blocks, entries and operator-state
 elements are read by the functions `inspect`, `diff`, `export` and `rescale` read them with
-(`keyed_blocks.block_spans`, `keyed.canonical_header`, `keyed.iter_blocks`,
-`entries.block_entries`, `entries.split_key`, `entries.OperatorFile`,
-`entries.merge_keyed_headers`), so a savepoint `verify --deep` passes is one they read. Verify adds
-only cross-checks: sizes, key-group coverage, key prefixes and hashes, Snappy checksums.
+(`keyed.block_spans`, `keyed.canonical_header`, `keyed.read_header`, `keyed.iter_blocks`,
+`keyed.merge_keyed_headers`, `native.meta_header`, `native.read_blocks`, `entries.block_entries`,
+`entries.split_key`, `entries.operator_file_layout`, `entries.OperatorFile`), so a savepoint
+`verify --deep` passes is one they read. Verify adds only cross-checks: sizes, key-group coverage,
+key prefixes and hashes, Snappy checksums, operator-state offsets and header names.
 
 The checks read files but never print: they return `Finding`s. `ensure_consistent` raises the
 first one, so other commands refuse inconsistent input before writing anything.
@@ -46,21 +47,26 @@ from statectl.formats.handles import (
     StreamHandle,
 )
 from statectl.formats.java_types import (
-    UPPER_BOUND_MAX_PARALLELISM,
+    COMPOSITE_KEY_KINDS,
     KeyType,
     key_group_prefix_bytes,
     key_type_for_serializer,
 )
-from statectl.formats.key_groups import key_group_range
+from statectl.formats.key_groups import check_max_parallelism, key_group_range
 from statectl.formats.metadata import OperatorState, SubtaskState
-from statectl.formats.state_values import StateCodec
+from statectl.formats.state_values import StateCodec, read_exactly
 from statectl.savepoint import entries
-from statectl.savepoint.keyed import canonical_header, iter_blocks
+from statectl.savepoint.keyed import (
+    block_spans,
+    canonical_header,
+    iter_blocks,
+    merge_keyed_headers,
+    read_header,
+)
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 from statectl.savepoint.reader import open_savepoint
 
 _JAVA_SERIALIZATION_MAGIC = b"\xac\xed\x00\x05"
-_HASHED_KINDS = frozenset({"VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "FOLDING", "TIMERS"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,8 +232,10 @@ class _Checker:
 
     def _operator(self, op: OperatorState) -> None:
         where = _Where(op)
-        if not 0 < op.max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-            self.add(where, f"max parallelism {op.max_parallelism} is outside 1..32768")
+        try:
+            check_max_parallelism(op.max_parallelism)
+        except StatectlError as exc:
+            self.add(where, exc.message)
             return
         if not 0 < op.parallelism <= op.max_parallelism:
             self.add(
@@ -252,7 +260,7 @@ class _Checker:
         where = describe_operator(op)
         subtasks, sources, headers = zip(*self.headers, strict=True)
         try:
-            entries.merge_keyed_headers(headers, where, sources)
+            merge_keyed_headers(headers, where, sources)
         except StatectlError as exc:
             subtask = subtasks[sources.index(exc.source)] if exc.source in sources else None
             problem = exc.message.removeprefix(f"operator {where}: ")
@@ -402,7 +410,7 @@ class _Checker:
             self._raw_offsets(at, handle, stream.size)
             return
         try:  # the readers' rule: inside the file, strictly ascending (§4.3)
-            spans = keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size)
+            spans = block_spans(stream, handle)
         except StatectlError as exc:
             self.add(at, exc.message)
             return
@@ -424,7 +432,7 @@ class _Checker:
             return
         self.headers.append((where.subtask, stream.description, header))
         if self.deep and spans:
-            blocks = ((span.key_group, bytes(block)) for span, block in iter_blocks(stream, handle))
+            blocks = ((span.key_group, bytes(block)) for span, block in iter_blocks(stream, spans))
             _BlockWalker(self, at, op.max_parallelism, header).walk(blocks, stream.description)
 
     def _raw_offsets(self, at: _Where, handle: KeyGroupsHandle, size: int) -> None:
@@ -454,7 +462,7 @@ class _Checker:
         read: Callable[[], state_headers.KeyedStateHeader],
         description: str,
     ) -> state_headers.KeyedStateHeader | None:
-        """The header as the readers read it (`KeyedFile.header`, `native.meta_header`)."""
+        """The header as the readers read it (`keyed.canonical_header`, `keyed.read_header`)."""
         try:
             header = read()
         except StatectlError as exc:
@@ -472,31 +480,34 @@ class _Checker:
         if meta is None:
             return
         at = _Where(where.op, where.subtask, meta.description)
-        header = self._keyed_header(
-            at, lambda: state_headers.parse_keyed_header(meta.read()), meta.description
-        )
-        assert where.op is not None
-        in_range = handle.key_groups is not None and (
-            handle.key_groups[0] >= 0 and handle.key_groups[1] < where.op.max_parallelism
-        )  # else a coverage finding; rows outside the key groups cannot be read by key group
-        if self.deep and header is not None and files_ok and in_range:
-            self._native_deep(where, handle)
+        header = self._keyed_header(at, lambda: read_header(meta)[1], meta.description)
+        op, key_groups = where.op, handle.key_groups
+        if not self.deep or header is None or not files_ok or op is None or key_groups is None:
+            return
+        # Outside the key groups a coverage finding; rows there cannot be read by key group.
+        if key_groups[0] >= 0 and key_groups[1] < op.max_parallelism:
+            self._native_deep(where, op, handle, key_groups)
 
-    def _native_deep(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
+    def _native_deep(
+        self,
+        where: _Where,
+        op: OperatorState,
+        handle: IncrementalKeyedHandle,
+        key_groups: tuple[int, int],
+    ) -> None:
         """Rows of the RocksDB instance, as canonical blocks, through the same key checks."""
         try:
             from statectl.savepoint import native
         except ImportError:
             self.note("RocksDB native state: files and headers checked; rows not read")
             return
-        assert where.op is not None and handle.key_groups is not None
-        max_parallelism = where.op.max_parallelism
+        max_parallelism = op.max_parallelism
         try:
-            instance = native.native_instance(self.sp, handle, where.op.uid or "")
+            instance = native.native_instance(self.sp, handle, op.uid or "")
             _, header = native.meta_header(instance)  # the readers' rules for the meta file
             states = [(s.name, i) for i, s in enumerate(header.states)]
             blocks = native.read_blocks(
-                instance, states, *handle.key_groups, key_group_prefix_bytes(max_parallelism)
+                instance, states, *key_groups, key_group_prefix_bytes(max_parallelism)
             )
             uncompressed = dataclasses.replace(header, compressed=False)
             walker = _BlockWalker(self, where, max_parallelism, uncompressed)
@@ -542,13 +553,10 @@ class _Checker:
             if list(state.offsets) != sorted(state.offsets):
                 self.add(at, f"operator state {state.name!r}: offsets do not ascend")
                 return
-        offsets = [o for s in handle.states for o in s.offsets]
-        first = min(offsets, default=stream.size)
-        probe = stream.read(0, min(stream.size, max(first, 0)))
-        layout = operator_state.file_layout(handle.states, stream.size, probe)
+        layout, head = entries.operator_file_layout(stream, handle)
         if not managed:
             return
-        header = state_headers.parse_operator_header(probe[: layout.header_length])
+        header = state_headers.parse_operator_header(head[: layout.header_length])
         if not header.complete:
             self.note(
                 f"{stream.description}: operator state header read in part ({header.problem})"
@@ -664,7 +672,7 @@ class _BlockWalker:
             except StatectlError as exc:
                 unsplit.append(f"state {state.name!r}: {exc.message}")
                 continue
-            if key_type is None or state.kind not in _HASHED_KINDS:
+            if key_type is None or state.kind not in COMPOSITE_KEY_KINDS:
                 continue
             start = prefix_bytes + (8 if state.kind == "TIMERS" else 0)
             problem = _hash_problem(key_type, entry.key, start, self.max_parallelism, key_group)
@@ -709,18 +717,9 @@ def _check_element(element: entries.OperatorElement) -> None:
         operator_state.broadcast_entry_count(element.value)
         entries.broadcast_entries(element)
         return
-    serializer = element.meta.value_serializer if element.meta else None
-    element_type = key_type_for_serializer(serializer.class_name if serializer else None)
+    element_type = entries.element_codec(element).value
     if element_type is not None and element.value:
-        _read_exactly(element_type, element.value)
-
-
-def _read_exactly(element_type: KeyType, data: bytes) -> None:
-    _, end = element_type.read(data, 0)
-    if end != len(data):
-        raise SavepointError(
-            f"a {element_type.name} element of {end} bytes does not fill its {len(data)} bytes"
-        )
+        read_exactly(element_type, element.value)
 
 
 def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:

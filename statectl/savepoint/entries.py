@@ -9,7 +9,7 @@ list element, and each broadcast state's map (§3.3). Changelog keyed state and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
@@ -21,6 +21,7 @@ from statectl.formats.handles import (
     OperatorStateHandle,
 )
 from statectl.formats.java_types import (
+    COMPOSITE_KEY_KINDS,
     key_group_prefix_bytes,
     key_type_for_serializer,
     namespace_length_for_serializer,
@@ -30,7 +31,7 @@ from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
 from statectl.savepoint import native
-from statectl.savepoint.keyed import canonical_header, iter_blocks
+from statectl.savepoint.keyed import batches, block_spans, canonical_header, iter_blocks
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 
 OPERATOR_KINDS = {
@@ -50,30 +51,24 @@ def operator_label(op: OperatorState) -> str:
 
 
 @dataclass(frozen=True)
-class KeyedFile:
-    """One subtask's CANONICAL keyed-state stream (picklable: it travels to Spark executors)."""
+class _SubtaskKeyedState:
+    """Whose keyed state a source holds (sources are picklable: they travel to Spark executors)."""
 
     operator_id: str
-    operator: str
+    operator: str  # `operator_label`
     subtask: int
     max_parallelism: int
+
+
+@dataclass(frozen=True)
+class KeyedFile(_SubtaskKeyedState):
+    """One subtask's CANONICAL keyed-state stream."""
+
     handle: KeyGroupsHandle
     stream: StateStream
 
     def header(self) -> KeyedStateHeader:
         return canonical_header(self.stream, self.handle)
-
-    def spans(self) -> list[keyed_blocks.BlockSpan]:
-        try:
-            return keyed_blocks.block_spans(
-                self.handle.start_key_group, self.handle.offsets, self.stream.size
-            )
-        except StatectlError as exc:
-            raise exc.with_source(self.stream.description) from None
-
-    @property
-    def size(self) -> int:
-        return self.stream.size
 
     @property
     def description(self) -> str:
@@ -81,16 +76,8 @@ class KeyedFile:
 
     def chunks(self, max_bytes: int) -> list[tuple[int, int]]:
         """Contiguous key-group ranges of at most about `max_bytes` of blocks each."""
-        spans = self.spans()
-        chunks: list[tuple[int, int]] = []
-        start = 0
-        for n, span in enumerate(spans):
-            if n > start and span.end - spans[start].start > max_bytes:
-                chunks.append((spans[start].key_group, spans[n - 1].key_group))
-                start = n
-        if spans:
-            chunks.append((spans[start].key_group, spans[-1].key_group))
-        return chunks
+        spans = block_spans(self.stream, self.handle)
+        return [(batch[0].key_group, batch[-1].key_group) for batch in batches(spans, max_bytes)]
 
     def entries(
         self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
@@ -99,18 +86,10 @@ class KeyedFile:
 
 
 @dataclass(frozen=True)
-class NativeKeyedFile:
+class NativeKeyedFile(_SubtaskKeyedState):
     """One subtask's RocksDB native instance, read through rocksdict (`native`)."""
 
-    operator_id: str
-    operator: str
-    subtask: int
-    max_parallelism: int
     instance: native.NativeInstance
-
-    @property
-    def size(self) -> int:
-        return self.instance.size
 
     @property
     def description(self) -> str:
@@ -172,28 +151,13 @@ def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedSource]:
     check_readable(op)
     files: list[KeyedSource] = []
     for subtask in sp.subtasks(op):
+        whose = (op.operator_id_hex, operator_label(op), subtask.index, op.max_parallelism)
         handle = subtask.managed_keyed_state
         if isinstance(handle, IncrementalKeyedHandle):
             where = f"operator {describe_operator(op)} subtask {subtask.index}"
-            instance = native.native_instance(sp, handle, where)
-            label = operator_label(op)
-            files.append(
-                NativeKeyedFile(
-                    op.operator_id_hex, label, subtask.index, op.max_parallelism, instance
-                )
-            )
+            files.append(NativeKeyedFile(*whose, native.native_instance(sp, handle, where)))
         elif isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
-            stream = sp.stream(handle.delegate)
-            files.append(
-                KeyedFile(
-                    op.operator_id_hex,
-                    operator_label(op),
-                    subtask.index,
-                    op.max_parallelism,
-                    handle,
-                    stream,
-                )
-            )
+            files.append(KeyedFile(*whose, handle, sp.stream(handle.delegate)))
     return files
 
 
@@ -204,7 +168,7 @@ def iter_keyed_entries(
 ) -> Iterator[KeyedEntry]:
     """Every entry of `file` (only key groups in the inclusive range `key_groups`, if given)."""
     header = header or file.header()
-    for span, block in iter_blocks(file.stream, file.handle):
+    for span, block in iter_blocks(file.stream, block_spans(file.stream, file.handle)):
         if key_groups and not key_groups[0] <= span.key_group <= key_groups[1]:
             continue
         try:
@@ -225,38 +189,6 @@ def block_entries(
         yield KeyedEntry(states[entry.state_id], key_group, entry.key, entry.value)
 
 
-def merge_keyed_headers(
-    headers: Sequence[KeyedStateHeader], where: str, sources: Sequence[str]
-) -> tuple[int, list[tuple[tuple[int, int], ...] | None]]:
-    """One header for an operator's subtasks: the index of the one listing the most states, and
-    per header its state ids mapped to that one's by name (None where they already agree).
-
-    Raises `UnsupportedError` when subtasks disagree on key serializer or compression, or list
-    a state the widest header does not (the rescale planner copies one header into every new
-    file; `verify --deep` runs the same rule so that it passes only what rescale can merge).
-    The error's source is `sources[i]`, the file of the header that does not fit.
-    """
-    widest = max(range(len(headers)), key=lambda i: len(headers[i].states))
-    target = headers[widest]
-    target_ids = {s.name: i for i, s in enumerate(target.states)}
-    id_maps: list[tuple[tuple[int, int], ...] | None] = []
-    for header, source in zip(headers, sources, strict=True):
-        if header.key_serializer != target.key_serializer or header.compressed != target.compressed:
-            raise UnsupportedError(
-                f"operator {where}: subtasks disagree on key serializer or compression", source
-            )
-        missing = [s.name for s in header.states if s.name not in target_ids]
-        if missing:
-            raise UnsupportedError(
-                f"operator {where}: subtasks registered different keyed states "
-                f"({', '.join(missing)}); statectl cannot merge their headers",
-                source,
-            )
-        ids = tuple((i, target_ids[s.name]) for i, s in enumerate(header.states))
-        id_maps.append(None if all(a == b for a, b in ids) else ids)
-    return widest, id_maps
-
-
 @dataclass(frozen=True, slots=True)
 class KeyParts:
     """A composite key split into its parts; None where the serializers do not tell."""
@@ -273,7 +205,7 @@ def split_key(entry: KeyedEntry, max_parallelism: int, codec: StateCodec) -> Key
     kind = entry.state.kind
     namespace = _namespace_serializer(entry.state)
     ns_length = namespace_length_for_serializer(namespace)
-    if codec.key is not None and kind in _SPLITTABLE:
+    if codec.key is not None and kind in COMPOSITE_KEY_KINDS:
         ns_type = key_type_for_serializer(namespace)
         parts = split_composite_key(
             entry.key, max_parallelism, codec.key, ns_length if ns_length else ns_type, kind
@@ -283,9 +215,6 @@ def split_key(entry: KeyedEntry, max_parallelism: int, codec: StateCodec) -> Key
             parts.key_group, parts.key_bytes, parts.namespace_bytes, user_key, parts.timestamp
         )
     return _split_unknown_key(entry, max_parallelism, ns_length)
-
-
-_SPLITTABLE = frozenset({"VALUE", "LIST", "REDUCING", "AGGREGATING", "MAP", "TIMERS"})
 
 
 def _namespace_serializer(state: StateMetaInfo) -> str | None:
@@ -358,6 +287,19 @@ class OperatorFile:
                     )
         except StatectlError as exc:
             raise exc.with_source(stream.description) from None
+
+
+def operator_file_layout(
+    stream: StateStream, handle: OperatorStateHandle
+) -> tuple[operator_state.OperatorFileLayout, bytes]:
+    """Where an operator-state file's header and elements lie (§3.4), read from its bytes up
+    to the first element; those bytes too."""
+    first = min((o for s in handle.states for o in s.offsets), default=stream.size)
+    head = stream.read(0, min(stream.size, max(first, 0)))
+    try:
+        return operator_state.file_layout(handle.states, stream.size, head), head
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
 
 
 def operator_files(sp: Savepoint, op: OperatorState) -> list[OperatorFile]:

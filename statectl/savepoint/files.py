@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from statectl.errors import StatectlError
+from statectl.formats.handles import RelativeFileHandle
 from statectl.savepoint.model import StateStream
 from statectl.savepoint.storage import Location
 
@@ -23,12 +24,6 @@ class CopyTask:
 
     source: StateStream
     name: str
-
-
-@dataclass(frozen=True, slots=True)
-class CopyResult:
-    name: str
-    size: int
 
 
 class OutputFile:
@@ -48,31 +43,35 @@ class OutputFile:
         else:
             self._file = location.fs.open(location.path, "wb")
 
-    def write(self, data: bytes | memoryview) -> None:
-        if self._file is not None:
-            self._file.write(data)
-        else:
-            assert self._fd is not None
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if self._fd is not None:
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view) :]
+        elif self._file is not None:
+            self._file.write(data)
+        else:
+            raise ValueError(f"{self.location.url} is closed")
         self.pos += len(data)
 
     def copy(self, source: StateStream, start: int, end: int) -> None:
         if end <= start:
             return
-        if self._fd is not None and source.location is not None and source.location.is_local:
-            self._copy_file_range(source, start, end)
+        location = source.location
+        if self._fd is not None and location is not None and location.is_local:
+            self._copy_file_range(self._fd, location.path, source, start, end)
         else:
             for chunk_start in range(start, end, CHUNK_BYTES):
                 self.write(source.read(chunk_start, min(end, chunk_start + CHUNK_BYTES)))
 
-    def _copy_file_range(self, source: StateStream, start: int, end: int) -> None:
-        assert source.location is not None and self._fd is not None
-        with open(source.location.path, "rb") as src:
+    def _copy_file_range(
+        self, fd: int, path: str, source: StateStream, start: int, end: int
+    ) -> None:
+        """Bytes [start, end) of `source`, the file at `path`, copied by the kernel into `fd`."""
+        with open(path, "rb") as src:
             offset, remaining = source.start + start, end - start
             while remaining:
-                copied = os.copy_file_range(src.fileno(), self._fd, remaining, offset)
+                copied = os.copy_file_range(src.fileno(), fd, remaining, offset)
                 if copied == 0:
                     raise StatectlError(
                         f"file ended before byte {source.start + end}", source.description
@@ -86,14 +85,15 @@ class OutputFile:
             self._file.close()
         elif self._fd is not None:
             os.close(self._fd)
+        self._file = self._fd = None
         return self.pos
 
 
-def copy_file(task: CopyTask, output: Location) -> CopyResult:
-    """Carry `task.source` over byte for byte into `output`."""
+def copy_file(task: CopyTask, output: Location) -> RelativeFileHandle:
+    """Carry `task.source` over byte for byte into `output`; the copy as `_metadata` names it."""
     out = OutputFile(output.child(task.name))
     try:
         out.copy(task.source, 0, task.source.size)
     finally:
         size = out.close()
-    return CopyResult(task.name, size)
+    return RelativeFileHandle(task.name, size)

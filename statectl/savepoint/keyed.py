@@ -1,14 +1,16 @@
-"""Reading a savepoint's keyed-state files: their headers and key-group blocks, and handle sizes.
+"""Reading a savepoint's keyed-state files: the one reader of their headers and key-group blocks.
 
-The one read path that inspect, verify, diff, export and rescale share: a canonical file's
-header is its bytes up to the first block (§4.3), a native instance's is its meta file (§5).
+inspect, verify, diff, export and rescale all read keyed state through here: a header is the
+serializer-proxy header (§4.2) of a canonical file, its bytes up to the first block (§4.3), or of
+a native instance's meta file, the whole file (§5.1); blocks lie where `keyed_blocks.block_spans`
+says and are read in batches; subtasks' headers merge into one by `merge_keyed_headers`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
-from statectl.errors import StatectlError
+from statectl.errors import StatectlError, UnsupportedError
 from statectl.formats import keyed_blocks, state_headers
 from statectl.formats.handles import (
     IncrementalKeyedHandle,
@@ -17,9 +19,14 @@ from statectl.formats.handles import (
     OperatorStateHandle,
     stream_size,
 )
+from statectl.formats.keyed_blocks import BlockSpan
+from statectl.formats.state_headers import KeyedStateHeader
 from statectl.savepoint.model import Savepoint, StateStream
 
-_BLOCK_BATCH_BYTES = 32 << 20
+_BLOCK_BATCH_BYTES = 32 << 20  # blocks read per request: small blocks cost few requests
+
+# Per subtask header: its state ids mapped to the merged header's, None where they agree.
+StateIdMap = tuple[tuple[int, int], ...]
 
 
 def keyed_handle_bytes(handle: KeyedHandle | None) -> int:
@@ -35,52 +42,104 @@ def operator_handle_bytes(handle: OperatorStateHandle | None) -> int:
     return 0 if handle is None else stream_size(handle.delegate)
 
 
-def keyed_header(sp: Savepoint, handle: KeyedHandle) -> state_headers.KeyedStateHeader | None:
-    """The serializer-proxy header of a keyed handle (canonical file or native meta file)."""
+# --- headers ---------------------------------------------------------------------------------
+
+
+def read_header(stream: StateStream, end: int | None = None) -> tuple[bytes, KeyedStateHeader]:
+    """The bytes [0, end) of `stream` (all of it by default) and the keyed header they hold."""
+    data = stream.read(0, end)
+    try:
+        return data, state_headers.parse_keyed_header(data)
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
+
+
+def header_end(stream: StateStream, handle: KeyGroupsHandle) -> int:
+    """Where a canonical file's header ends: at its first block (§4.3)."""
+    try:
+        return keyed_blocks.header_length(handle.offsets, stream.size)
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
+
+
+def canonical_header(stream: StateStream, handle: KeyGroupsHandle) -> KeyedStateHeader:
+    """The header of a canonical keyed-state file."""
+    return read_header(stream, header_end(stream, handle))[1]
+
+
+def keyed_header(sp: Savepoint, handle: KeyedHandle) -> KeyedStateHeader | None:
+    """The header of a keyed handle (canonical file or native meta file) as far as it parses;
+    None for changelog handles. `native.meta_header` adds what reading a native instance needs."""
     if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
         return canonical_header(sp.stream(handle.delegate), handle)
     if isinstance(handle, IncrementalKeyedHandle) and handle.meta is not None:
-        stream = sp.stream(handle.meta)
-        try:
-            return state_headers.parse_keyed_header(stream.read())
-        except StatectlError as exc:
-            raise exc.with_source(stream.description) from None
+        return read_header(sp.stream(handle.meta))[1]
     return None
 
 
-def canonical_header(
-    stream: StateStream, handle: KeyGroupsHandle
-) -> state_headers.KeyedStateHeader:
-    """The header of a canonical keyed-state file: its bytes up to the first block (§4.3)."""
+def merge_keyed_headers(
+    headers: Sequence[KeyedStateHeader], where: str, sources: Sequence[str]
+) -> tuple[int, list[StateIdMap | None]]:
+    """One header for an operator's subtasks: the index of the one listing the most states, and
+    per header its state ids mapped to that one's by name (None where they already agree).
+
+    Raises `UnsupportedError` when subtasks disagree on key serializer or compression, or list
+    a state the widest header does not (the rescale planner copies one header into every new
+    file; `verify --deep` runs the same rule so that it passes only what rescale can merge).
+    The error's source is `sources[i]`, the file of the header that does not fit.
+    """
+    widest = max(range(len(headers)), key=lambda i: len(headers[i].states))
+    target = headers[widest]
+    target_ids = {s.name: i for i, s in enumerate(target.states)}
+    id_maps: list[StateIdMap | None] = []
+    for header, source in zip(headers, sources, strict=True):
+        if header.key_serializer != target.key_serializer or header.compressed != target.compressed:
+            raise UnsupportedError(
+                f"operator {where}: subtasks disagree on key serializer or compression", source
+            )
+        missing = [s.name for s in header.states if s.name not in target_ids]
+        if missing:
+            raise UnsupportedError(
+                f"operator {where}: subtasks registered different keyed states "
+                f"({', '.join(missing)}); statectl cannot merge their headers",
+                source,
+            )
+        ids = tuple((i, target_ids[s.name]) for i, s in enumerate(header.states))
+        id_maps.append(None if all(a == b for a, b in ids) else ids)
+    return widest, id_maps
+
+
+# --- key-group blocks ------------------------------------------------------------------------
+
+
+def block_spans(stream: StateStream, handle: KeyGroupsHandle) -> list[BlockSpan]:
+    """Each non-empty key group's block in a canonical file, by `keyed_blocks.block_spans`."""
     try:
-        length = keyed_blocks.header_length(handle.offsets, stream.size)
-        return state_headers.parse_keyed_header(stream.read(0, length))
+        return keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size)
     except StatectlError as exc:
         raise exc.with_source(stream.description) from None
+
+
+def batches(spans: Sequence[BlockSpan], max_bytes: int) -> list[list[BlockSpan]]:
+    """Consecutive blocks in batches of at most `max_bytes` (a larger block alone in one)."""
+    result: list[list[BlockSpan]] = []
+    batch: list[BlockSpan] = []
+    for span in spans:
+        if batch and span.end - batch[0].start > max_bytes:
+            result.append(batch)
+            batch = []
+        batch.append(span)
+    if batch:
+        result.append(batch)
+    return result
 
 
 def iter_blocks(
-    stream: StateStream, handle: KeyGroupsHandle
-) -> Iterator[tuple[keyed_blocks.BlockSpan, memoryview]]:
-    """Each non-empty key group's block, read in batches so small blocks cost few requests."""
-    try:
-        spans = keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size)
-    except StatectlError as exc:
-        raise exc.with_source(stream.description) from None
-    batch: list[keyed_blocks.BlockSpan] = []
-    for span in spans:
-        batch.append(span)
-        if span.end - batch[0].start >= _BLOCK_BATCH_BYTES:
-            yield from _read_batch(stream, batch)
-            batch = []
-    if batch:
-        yield from _read_batch(stream, batch)
-
-
-def _read_batch(
-    stream: StateStream, batch: list[keyed_blocks.BlockSpan]
-) -> Iterator[tuple[keyed_blocks.BlockSpan, memoryview]]:
-    base = batch[0].start
-    data = memoryview(stream.read(base, batch[-1].end))
-    for span in batch:
-        yield span, data[span.start - base : span.end - base]
+    stream: StateStream, spans: Sequence[BlockSpan]
+) -> Iterator[tuple[BlockSpan, memoryview]]:
+    """The bytes of each block of `spans`, read a batch at a time."""
+    for batch in batches(spans, _BLOCK_BATCH_BYTES):
+        base = batch[0].start
+        data = memoryview(stream.read(base, batch[-1].end))
+        for span in batch:
+            yield span, data[span.start - base : span.end - base]

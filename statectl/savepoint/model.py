@@ -56,7 +56,8 @@ class StateStream:
             )
         if self.inline is not None:
             return self.inline[start:end]
-        assert self.location is not None
+        if self.location is None:
+            raise SavepointError("the stream has neither inline bytes nor a file", self.description)
         data = self.location.read_bytes(self.start + start, self.start + end)
         if len(data) != end - start:
             raise SavepointError(
@@ -188,6 +189,17 @@ def _within(location: Location, folder: Location) -> bool:
         inner, outer = os.path.realpath(inner), os.path.realpath(outer)
     inner, outer = posixpath.normpath(inner), posixpath.normpath(outer)
     return inner.startswith(outer.rstrip("/") + "/")
+
+
+def has_state(op: OperatorState) -> bool:
+    """Whether a subtask of `op` holds a state handle (finished subtasks hold none)."""
+    return any(
+        s.managed_keyed_state
+        or s.managed_operator_state
+        or s.raw_keyed_state
+        or s.raw_operator_state
+        for s in op.subtasks or ()
+    )
 
 
 def describe_operator(op: OperatorState) -> str:

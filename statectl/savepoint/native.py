@@ -27,13 +27,15 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError
-from statectl.formats import keyed_blocks, state_headers
+from statectl.errors import FormatError, SavepointError, UnsupportedError
+from statectl.formats import keyed_blocks
 from statectl.formats.handles import (
     EmptySegmentFileHandle,
     IncrementalKeyedHandle,
     SegmentFileHandle,
 )
+from statectl.formats.state_headers import KeyedStateHeader
+from statectl.savepoint.keyed import read_header
 from statectl.savepoint.model import Savepoint, StateStream
 
 if TYPE_CHECKING:
@@ -125,13 +127,10 @@ def _check_local_name(name: str, taken: set[str], description: str) -> None:
         raise FormatError(f"file entry {name!r} appears twice", description)
 
 
-def meta_header(instance: NativeInstance) -> tuple[bytes, state_headers.KeyedStateHeader]:
-    """The meta file: exactly a keyed serializer-proxy header, usable as a canonical header."""
-    data = instance.meta.read()
-    try:
-        header = state_headers.parse_keyed_header(data)
-    except StatectlError as exc:
-        raise exc.with_source(instance.meta.description) from None
+def meta_header(instance: NativeInstance) -> tuple[bytes, KeyedStateHeader]:
+    """The meta file's header (`keyed.read_header`), usable as a canonical header: its state
+    list read in full, and no state of the async state API."""
+    data, header = read_header(instance.meta)
     if not header.complete and header.problem:
         raise UnsupportedError(
             f"cannot read the state list of the meta file ({header.problem})",
@@ -180,13 +179,12 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
 def _gather(file: NativeFile, target: str) -> None:
     """Local files are linked, inline ones written, remote ones downloaded, segments copied."""
     stream = file.stream
-    if stream.inline is not None or file.segment:
+    location = stream.location
+    if location is None or file.segment:  # inline bytes, or a range of a shared file
         with open(target, "wb") as out:
             for start in range(0, stream.size, _SEGMENT_CHUNK):
                 out.write(stream.read(start, min(start + _SEGMENT_CHUNK, stream.size)))
         return
-    assert stream.location is not None
-    location = stream.location
     try:
         if location.is_local:
             os.symlink(os.path.abspath(location.path), target)
@@ -376,7 +374,8 @@ class OpenInstance:
             return iter(())
         read_options = ReadOptions()
         read_options.set_verify_checksums(True)
-        read_options.fill_cache(False)  # one pass over the rows
+        # One pass over the rows. (rocksdict's stub leaves out the flag the method takes.)
+        read_options.fill_cache(False)  # type: ignore[call-arg]
         if (end + 1) < (1 << (8 * prefix_bytes)):
             read_options.set_iterate_upper_bound((end + 1).to_bytes(prefix_bytes, "big"))
         lower = start.to_bytes(prefix_bytes, "big")

@@ -43,8 +43,9 @@ def _without_empty_segments(metadata: CheckpointMetadata) -> CheckpointMetadata:
 
 def _drop_empty_operator_state(subtask: SubtaskState) -> SubtaskState:
     def kept(handle: OperatorStateHandle | None) -> OperatorStateHandle | None:
-        empty = handle is not None and isinstance(handle.delegate, EmptySegmentFileHandle)
-        return None if empty and not handle.states else handle
+        if handle is None or handle.states:
+            return handle
+        return None if isinstance(handle.delegate, EmptySegmentFileHandle) else handle
 
     return dataclasses.replace(
         subtask,

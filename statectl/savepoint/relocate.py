@@ -12,6 +12,7 @@ import dataclasses
 from statectl.errors import UnsupportedError
 from statectl.formats.handles import (
     ByteStreamHandle,
+    HandleCode,
     IncrementalKeyedHandle,
     KeyedHandle,
     KeyGroupsHandle,
@@ -83,8 +84,9 @@ def _relocate_operator_handle(
 ) -> OperatorStateHandle | None:
     if handle is None:
         return None
-    # File-merging handles (code 17) become plain ones (code 4) over a copied file.
-    return OperatorStateHandle(4, handle.states, names.relocate(handle.delegate, prefix))
+    # File-merging handles become plain ones over a copied file.
+    code = HandleCode.PARTITIONABLE_OPERATOR_STATE
+    return OperatorStateHandle(code, handle.states, names.relocate(handle.delegate, prefix))
 
 
 def _relocate_keyed(
@@ -98,14 +100,14 @@ def _relocate_keyed(
         return dataclasses.replace(
             handle,
             meta=names.relocate(handle.meta, prefix),
-            shared=tuple(
-                LocalFile(f.local_path, names.relocate(f.handle, prefix)) for f in handle.shared
-            ),
-            private=tuple(
-                LocalFile(f.local_path, names.relocate(f.handle, prefix)) for f in handle.private
-            ),
+            shared=tuple(_relocate_local(f, names, prefix) for f in handle.shared),
+            private=tuple(_relocate_local(f, names, prefix) for f in handle.private),
         )
     raise UnsupportedError(
         f"operator {where} has changelog state, which statectl cannot read; "
         "take a CANONICAL savepoint instead"
     )
+
+
+def _relocate_local(file: LocalFile, names: CopyNames, prefix: str) -> LocalFile:
+    return dataclasses.replace(file, handle=names.relocate(file.handle, prefix))

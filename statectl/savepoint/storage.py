@@ -77,14 +77,16 @@ class Location:
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
         try:
             if start is None and end is None:
-                return self.fs.cat_file(self.path)
-            return self.fs.cat_file(self.path, start=start, end=end)
+                data: bytes = self.fs.cat_file(self.path)
+            else:
+                data = self.fs.cat_file(self.path, start=start, end=end)
         except FileNotFoundError:
             raise SavepointError("file not found", self.url) from None
         except IsADirectoryError:
             raise SavepointError("is a directory, not a file", self.url) from None
         except ValueError as exc:
             raise SavepointError(f"not a valid file name ({exc})", self.url) from None
+        return data
 
 
 def _join_url(url: str, name: str) -> str:

@@ -14,7 +14,13 @@ from typing import Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats import keyed_blocks, snappy_framed
-from statectl.formats.handles import OperatorStateOffsets
+from statectl.formats.handles import (
+    HandleCode,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+    OperatorStateOffsets,
+    RelativeFileHandle,
+)
 from statectl.operations.rescale.plan import (
     BlockRun,
     KeyedTarget,
@@ -24,37 +30,24 @@ from statectl.operations.rescale.plan import (
 )
 from statectl.operations.rescale.rekey import RekeyedEntry, RekeyOperator
 from statectl.savepoint import native
-from statectl.savepoint.files import CopyResult, CopyTask, OutputFile, copy_file
+from statectl.savepoint.files import CopyTask, OutputFile, copy_file
 from statectl.savepoint.storage import Location, locate
 
 _FLUSH_BYTES = 1 << 20  # re-hashed entries are small: write them in pieces of this size
 
 
 @dataclass(frozen=True, slots=True)
-class WrittenKeyed:
-    name: str
-    size: int
-    start_key_group: int
-    offsets: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class WrittenOperator:
-    name: str
-    size: int
-    states: tuple[OperatorStateOffsets, ...]
-
-
-@dataclass(frozen=True, slots=True)
 class SubtaskResult:
+    """A new subtask's files, as the handles of the new `_metadata` reference them."""
+
     operator_id: str
     index: int
-    keyed: WrittenKeyed | None
-    operator: WrittenOperator | None
+    keyed: KeyGroupsHandle | None
+    operator: OperatorStateHandle | None
 
 
 Task = SubtaskTarget | CopyTask
-Result = SubtaskResult | CopyResult
+Result = SubtaskResult | RelativeFileHandle  # a new subtask's files, or a copied file
 
 
 def task_bytes(task: Task) -> int:
@@ -99,7 +92,7 @@ def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None
     return SubtaskResult(task.operator_id, task.index, keyed, operator)
 
 
-def _write_keyed(target: KeyedTarget, output: Location, name: str) -> WrittenKeyed:
+def _write_keyed(target: KeyedTarget, output: Location, name: str) -> KeyGroupsHandle:
     first, last = target.key_groups
     offsets = [0] * (last - first + 1)
     out = OutputFile(output.child(name))
@@ -111,7 +104,7 @@ def _write_keyed(target: KeyedTarget, output: Location, name: str) -> WrittenKey
             _write_native_run(out, native_run, offsets, first)
     finally:
         size = out.close()
-    return WrittenKeyed(name, size, first, tuple(offsets))
+    return _keyed_handle(name, size, first, offsets)
 
 
 def _write_run(
@@ -144,7 +137,7 @@ def _write_native_run(
         out.write(block)
 
 
-def _write_operator(target: OperatorTarget, output: Location, name: str) -> WrittenOperator:
+def _write_operator(target: OperatorTarget, output: Location, name: str) -> OperatorStateHandle:
     out = OutputFile(output.child(name))
     states = []
     try:
@@ -164,7 +157,8 @@ def _write_operator(target: OperatorTarget, output: Location, name: str) -> Writ
             states.append(OperatorStateOffsets(share.name, share.mode, tuple(offsets)))
     finally:
         size = out.close()
-    return WrittenOperator(name, size, tuple(states))
+    file = RelativeFileHandle(name, size)
+    return OperatorStateHandle(HandleCode.PARTITIONABLE_OPERATOR_STATE, tuple(states), file)
 
 
 def write_rekeyed(
@@ -197,5 +191,13 @@ def write_rekeyed(
         out.write(pending)
     finally:
         size = out.close()
-    keyed = WrittenKeyed(name, size, first, tuple(offsets))
+    keyed = _keyed_handle(name, size, first, offsets)
     return SubtaskResult(operator.operator_id, index, keyed, None)
+
+
+def _keyed_handle(
+    name: str, size: int, first_key_group: int, offsets: list[int]
+) -> KeyGroupsHandle:
+    """A new canonical keyed-state file, as a savepoint's `_metadata` references it."""
+    file = RelativeFileHandle(name, size)
+    return KeyGroupsHandle(HandleCode.SAVEPOINT_KEY_GROUPS, first_key_group, tuple(offsets), file)

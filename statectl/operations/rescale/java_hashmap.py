@@ -9,16 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from statectl.formats.java_types import java_string_hash
+
 _LOAD_FACTOR = 0.75
-
-
-def java_string_hash(text: str) -> int:
-    """`String.hashCode()` as a signed 32-bit int."""
-    units = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def _spread(h: int) -> int:

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.execution.engine import Engine, choose_engine, total_work
-from statectl.formats.handles import KeyGroupsHandle, OperatorStateHandle, RelativeFileHandle
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.operations.rescale.execute import (
     Result,
@@ -32,7 +31,7 @@ from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
 from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_records
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
-from statectl.savepoint.files import CopyResult
+from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
 from statectl.savepoint.relocate import CopyNames, carry_over
 
 
@@ -131,24 +130,21 @@ def _by_subtask(results: list[Result]) -> dict[str, dict[int, SubtaskResult]]:
 
 
 def _subtask_state(result: SubtaskResult) -> SubtaskState:
-    keyed = operator = None
-    if result.keyed is not None:
-        file = RelativeFileHandle(result.keyed.name, result.keyed.size)
-        keyed = KeyGroupsHandle(7, result.keyed.start_key_group, result.keyed.offsets, file)
-    if result.operator is not None:
-        file = RelativeFileHandle(result.operator.name, result.operator.size)
-        operator = OperatorStateHandle(4, result.operator.states, file)
-    return SubtaskState(result.index, managed_operator_state=operator, managed_keyed_state=keyed)
+    return SubtaskState(
+        result.index, managed_operator_state=result.operator, managed_keyed_state=result.keyed
+    )
 
 
 def report(plan: RescalePlan, results: list[Result], destination: str) -> RescaleReport:
     sizes: dict[str, list[int]] = {}
     for result in results:
         if isinstance(result, SubtaskResult):
-            files = [f.size for f in (result.keyed, result.operator) if f is not None]
+            keyed, operator = result.keyed, result.operator
+            files = [keyed_handle_bytes(keyed)] if keyed else []
+            files += [operator_handle_bytes(operator)] if operator else []
             sizes.setdefault(result.operator_id, []).extend(files)
-        elif isinstance(result, CopyResult):
-            sizes.setdefault(result.name.split("-", 1)[0], []).append(result.size)
+        else:  # a copy, named after its operator
+            sizes.setdefault(result.relative_path.split("-", 1)[0], []).append(result.size)
     return RescaleReport(
         destination,
         tuple(

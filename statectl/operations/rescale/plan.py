@@ -11,17 +11,19 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from statectl.errors import StatectlError, UnsupportedError
-from statectl.formats import java_types, keyed_blocks, operator_state, state_headers
+from statectl.errors import FormatError, StatectlError, UnsupportedError
+from statectl.formats import java_types, state_headers
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
 )
-from statectl.formats.java_types import UPPER_BOUND_MAX_PARALLELISM
-from statectl.formats.key_groups import check_parallelism, key_group_range
+from statectl.formats.key_groups import check_max_parallelism, check_parallelism, key_group_range
+from statectl.formats.keyed_blocks import BlockSpan
 from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.formats.operator_state import Span
+from statectl.formats.state_headers import KeyedStateHeader
 from statectl.operations.rescale.operator_state_plan import (
     ElementSource,
     StateAssignment,
@@ -35,8 +37,16 @@ from statectl.operations.rescale.rekey import (
     RekeySource,
 )
 from statectl.savepoint import native
-from statectl.savepoint.entries import merge_keyed_headers
-from statectl.savepoint.model import Savepoint, StateStream, describe_operator
+from statectl.savepoint.entries import operator_file_layout
+from statectl.savepoint.keyed import (
+    StateIdMap,
+    batches,
+    block_spans,
+    header_end,
+    merge_keyed_headers,
+    read_header,
+)
+from statectl.savepoint.model import Savepoint, StateStream, describe_operator, has_state
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,7 +61,7 @@ class BlockRun:
     start: int
     end: int
     offsets: tuple[tuple[int, int], ...]
-    state_id_map: tuple[tuple[int, int], ...] | None = None
+    state_id_map: StateIdMap | None = None
 
     @property
     def size(self) -> int:
@@ -161,10 +171,8 @@ def plan_rescale(
     A new `max_parallelism` applies to every operator; keyed state is then re-hashed.
     """
     wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
-    if max_parallelism is not None and not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-        raise StatectlError(
-            f"max parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}"
-        )
+    if max_parallelism is not None:
+        check_max_parallelism(max_parallelism)
     plans = []
     for op in sp.operators:
         new_parallelism = wanted.get(op.operator_id, parallelism)
@@ -177,16 +185,6 @@ def plan_rescale(
         else:
             plans.append(plan_operator(sp, op, new_parallelism))
     return RescalePlan(sp, tuple(plans))
-
-
-def has_state(op: OperatorState) -> bool:
-    return any(
-        s.managed_keyed_state
-        or s.managed_operator_state
-        or s.raw_keyed_state
-        or s.raw_operator_state
-        for s in op.subtasks or ()
-    )
 
 
 def has_native_keyed_state(op: OperatorState) -> bool:
@@ -272,9 +270,34 @@ def _refuse_unsupported(subtasks: Sequence[SubtaskState | None], where: str) -> 
 
 @dataclass(frozen=True, slots=True)
 class _OldKeyedFile:
-    handle: KeyGroupsHandle
     stream: StateStream
     header: bytes
+    info: KeyedStateHeader
+    spans: tuple[BlockSpan, ...]
+
+
+def _old_keyed_files(sp: Savepoint, subtasks: Sequence[SubtaskState | None]) -> list[_OldKeyedFile]:
+    """The canonical keyed-state file of every subtask that has one, read by `keyed`."""
+    files = []
+    for subtask in subtasks:
+        handle = subtask.managed_keyed_state if subtask else None
+        if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
+            stream = sp.stream(handle.delegate)
+            header, info = read_header(stream, header_end(stream, handle))
+            files.append(_OldKeyedFile(stream, header, info, tuple(block_spans(stream, handle))))
+    return files
+
+
+def _common_header(
+    old_files: list[_OldKeyedFile], where: str
+) -> tuple[_OldKeyedFile, list[StateIdMap | None]]:
+    """The old file whose header every new file gets, and per old file its state ids remapped
+    by name (None where its header is that one)."""
+    if all(f.header == old_files[0].header for f in old_files):
+        return old_files[0], [None] * len(old_files)
+    infos = [f.info for f in old_files]
+    widest, id_maps = merge_keyed_headers(infos, where, [f.stream.description for f in old_files])
+    return old_files[widest], id_maps
 
 
 def _plan_keyed(
@@ -282,51 +305,26 @@ def _plan_keyed(
 ) -> list[KeyedTarget] | None:
     if has_native_keyed_state(op):
         return _plan_native_keyed(sp, op, subtasks, new_parallelism)
-    old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
+    old_files = _old_keyed_files(sp, subtasks)
     if not old_files:
         return None
-    header, id_maps = _common_header(old_files, describe_operator(op))
-    compressed = state_headers.parse_keyed_header(header).compressed
-    spans = [_spans(f) for f in old_files]
+    common, id_maps = _common_header(old_files, describe_operator(op))
     targets = []
     for index in range(new_parallelism):
         first, last = key_group_range(op.max_parallelism, new_parallelism, index)
         runs = []
-        for old, old_spans, id_map in zip(old_files, spans, id_maps, strict=True):
-            wanted = [span for span in old_spans if first <= span.key_group <= last]
+        for old, id_map in zip(old_files, id_maps, strict=True):
+            wanted = [span for span in old.spans if first <= span.key_group <= last]
             runs.extend(_runs(old.stream, wanted, id_map))
-        targets.append(KeyedTarget((first, last), header, compressed, tuple(runs)))
+        keyed = KeyedTarget((first, last), common.header, common.info.compressed, tuple(runs))
+        targets.append(keyed)
     return targets
 
 
-def _old_keyed_file(sp: Savepoint, subtask: SubtaskState) -> _OldKeyedFile:
-    handle = subtask.managed_keyed_state
-    assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
-    stream = sp.stream(handle.delegate)
-    try:
-        length = keyed_blocks.header_length(handle.offsets, stream.size)
-    except StatectlError as exc:
-        raise exc.with_source(stream.description) from None
-    return _OldKeyedFile(handle, stream, stream.read(0, length))
-
-
-def _spans(old: _OldKeyedFile) -> list[keyed_blocks.BlockSpan]:
-    try:
-        return keyed_blocks.block_spans(
-            old.handle.start_key_group, old.handle.offsets, old.stream.size
-        )
-    except StatectlError as exc:
-        raise exc.with_source(old.stream.description) from None
-
-
-def _runs(
-    stream: StateStream,
-    spans: list[keyed_blocks.BlockSpan],
-    id_map: tuple[tuple[int, int], ...] | None,
-) -> list[BlockRun]:
+def _runs(stream: StateStream, spans: list[BlockSpan], id_map: StateIdMap | None) -> list[BlockRun]:
     """Group adjacent blocks into byte ranges (Flink writes them back to back)."""
     runs: list[BlockRun] = []
-    group: list[keyed_blocks.BlockSpan] = []
+    group: list[BlockSpan] = []
     for span in spans:
         if group and span.start != group[-1].end:
             runs.append(_run(stream, group, id_map))
@@ -337,26 +335,9 @@ def _runs(
     return runs
 
 
-def _run(
-    stream: StateStream,
-    group: list[keyed_blocks.BlockSpan],
-    id_map: tuple[tuple[int, int], ...] | None,
-) -> BlockRun:
+def _run(stream: StateStream, group: list[BlockSpan], id_map: StateIdMap | None) -> BlockRun:
     offsets = tuple((s.key_group, s.start) for s in group)
     return BlockRun(stream, group[0].start, group[-1].end, offsets, id_map)
-
-
-def _common_header(
-    old_files: list[_OldKeyedFile], where: str
-) -> tuple[bytes, list[tuple[tuple[int, int], ...] | None]]:
-    """One header for all new files; state ids remapped by name where old headers differ."""
-    first = old_files[0].header
-    if all(f.header == first for f in old_files):
-        return first, [None] * len(old_files)
-    parsed = [state_headers.parse_keyed_header(f.header) for f in old_files]
-    sources = [f.stream.description for f in old_files]
-    widest, id_maps = merge_keyed_headers(parsed, where, sources)
-    return old_files[widest].header, id_maps
 
 
 @dataclass(frozen=True, slots=True)
@@ -364,7 +345,7 @@ class _NativeInstances:
     """An operator's RocksDB instances (by key-group range) and the header of the new files."""
 
     header: bytes  # the widest instance's meta header, compression off
-    header_info: state_headers.KeyedStateHeader
+    header_info: KeyedStateHeader
     instances: tuple[tuple[native.NativeInstance, tuple[tuple[str, int], ...]], ...]
 
 
@@ -382,25 +363,27 @@ def _native_instances(
             instances.append((instance, *native.meta_header(instance)))
     if not instances:
         return None
-    header, header_info = max(((h, i) for _, h, i in instances), key=lambda hi: len(hi[1].states))
-    ids = {state.name: i for i, state in enumerate(header_info.states)}
-    for instance, _, info in instances:
-        missing = [s.name for s in info.states if s.name not in ids]
-        if info.key_serializer != header_info.key_serializer or missing:
-            raise UnsupportedError(
-                f"operator {where}: subtasks registered different keyed states or key "
-                f"serializers ({', '.join(missing) or 'key serializer'})",
-                instance.description,
-            )
-    ordered = sorted(instances, key=lambda x: x[0].key_groups or (-1, -1))
+    infos = [info for _, _, info in instances]
+    widest, id_maps = merge_keyed_headers(infos, where, [i.description for i, _, _ in instances])
+    _, header, header_info = instances[widest]
+    families = [
+        (instance, _column_families(info, id_map))
+        for (instance, _, info), id_map in zip(instances, id_maps, strict=True)
+    ]
     return _NativeInstances(
         state_headers.set_keyed_header_compression(header, False),
         header_info,
-        tuple(
-            (instance, tuple(sorted(((s.name, ids[s.name]) for s in info.states), key=_by_id)))
-            for instance, _, info in ordered
-        ),
+        tuple(sorted(families, key=lambda x: x[0].key_groups or (-1, -1))),
     )
+
+
+def _column_families(
+    info: KeyedStateHeader, id_map: StateIdMap | None
+) -> tuple[tuple[str, int], ...]:
+    """(column family, state id in the common header) of each state, by id."""
+    new_ids = dict(id_map or ())
+    states = ((s.name, new_ids.get(i, i)) for i, s in enumerate(info.states))
+    return tuple(sorted(states, key=lambda state: state[1]))
 
 
 def _plan_native_keyed(
@@ -437,7 +420,8 @@ def _plan_rekey(
     new_parallelism: int,
     max_parallelism: int,
 ) -> RekeyOperator | None:
-    """Every old file (or RocksDB instance) is a source of the shuffle to the new subtasks."""
+    """Every old file (or RocksDB instance) is a source of the shuffle to the new subtasks;
+    large files are sliced so that they spread over tasks."""
     sources: list[RekeySource]
     if has_native_keyed_state(op):
         found = _native_instances(sp, op, subtasks)
@@ -447,16 +431,16 @@ def _plan_rekey(
         sources = [NativeSource(instance, states) for instance, states in found.instances]
         where = found.instances[0][0].description
     else:
-        old_files = [_old_keyed_file(sp, s) for s in subtasks if s and s.managed_keyed_state]
+        old_files = _old_keyed_files(sp, subtasks)
         if not old_files:
             return None
-        header, id_maps = _common_header(old_files, describe_operator(op))
-        info = state_headers.parse_keyed_header(header)
+        common, id_maps = _common_header(old_files, describe_operator(op))
+        header, info = common.header, common.info
         where = old_files[0].stream.description
         sources = [
-            CanonicalSource(old.stream, chunk, info.compressed, len(info.states), id_map)
+            CanonicalSource(old.stream, tuple(batch), info.compressed, len(info.states), id_map)
             for old, id_map in zip(old_files, id_maps, strict=True)
-            for chunk in _slices(_spans(old))
+            for batch in batches(old.spans, _SOURCE_BYTES)
         ]
     regrouper = KeyRegrouper(
         _rehashable_key_type(op, info, where),
@@ -474,7 +458,7 @@ def _plan_rekey(
 
 
 def _rehashable_key_type(
-    op: OperatorState, info: state_headers.KeyedStateHeader, source: str
+    op: OperatorState, info: KeyedStateHeader, source: str
 ) -> java_types.KeyType:
     """The key type of the header's key serializer; `source` names the file it came from."""
     where = describe_operator(op)
@@ -496,26 +480,6 @@ def _rehashable_key_type(
     return key_type
 
 
-def _slices(spans: list[keyed_blocks.BlockSpan]) -> list[tuple[keyed_blocks.BlockSpan, ...]]:
-    """Consecutive blocks in slices of about `_SOURCE_BYTES`, so large files spread over tasks."""
-    slices: list[tuple[keyed_blocks.BlockSpan, ...]] = []
-    current: list[keyed_blocks.BlockSpan] = []
-    size = 0
-    for span in spans:
-        if current and size + span.length > _SOURCE_BYTES:
-            slices.append(tuple(current))
-            current, size = [], 0
-        current.append(span)
-        size += span.length
-    if current:
-        slices.append(tuple(current))
-    return slices
-
-
-def _by_id(state: tuple[str, int]) -> int:
-    return state[1]
-
-
 # --- operator state ----------------------------------------------------------------------
 
 
@@ -523,11 +487,10 @@ def _plan_operator_state(
     sp: Savepoint, subtasks: Sequence[SubtaskState | None], new_parallelism: int
 ) -> list[OperatorTarget] | None:
     handles = [s.managed_operator_state if s else None for s in subtasks]
-    present = [h for h in handles if h is not None]
-    if not present:
+    files = {i: _OldOperatorFile.read(sp, h) for i, h in enumerate(handles) if h is not None}
+    if not files:
         return None
-    files = [_OldOperatorFile.read(sp, h) if h else None for h in handles]
-    header = next(f.header for f in files if f is not None)
+    header = next(iter(files.values())).header
     if new_parallelism == len(handles):  # a conversion: Flink would keep every element in place
         assignments = _in_place(handles)
     else:
@@ -549,35 +512,34 @@ def _in_place(handles: Sequence[OperatorStateHandle | None]) -> list[list[StateA
 class _OldOperatorFile:
     stream: StateStream
     header: bytes  # compression flag cleared
-    elements: dict[str, list[tuple[int, int]]]
+    elements: dict[str, tuple[Span, ...]]
     compressed: bool
 
     @staticmethod
     def read(sp: Savepoint, handle: OperatorStateHandle) -> _OldOperatorFile:
-        assert handle.delegate is not None
+        if handle.delegate is None:
+            raise FormatError(
+                "operator-state handle without a state file", sp.metadata_location.url
+            )
         stream = sp.stream(handle.delegate)
+        layout, head = operator_file_layout(stream, handle)
         try:
-            probe = stream.read(0, min(stream.size, _HEADER_PROBE))
-            layout = operator_state.file_layout(handle.states, stream.size, probe)
-            header = stream.read(0, layout.header_length)
-            header = state_headers.set_operator_header_compression(header, False)
+            header = state_headers.set_operator_header_compression(
+                head[: layout.header_length], False
+            )
         except StatectlError as exc:
             raise exc.with_source(stream.description) from None
         return _OldOperatorFile(stream, header, layout.elements, layout.compressed)
 
 
-_HEADER_PROBE = 1 << 20
-
-
 def _shares(
-    share: list[StateAssignment], files: list[_OldOperatorFile | None]
+    share: list[StateAssignment], files: dict[int, _OldOperatorFile]
 ) -> tuple[StateShare, ...]:
     result = []
     for state in share:
-        elements = []
+        elements: list[ElementSpan] = []
         for source in state.sources:
             old = files[source.old_subtask]
-            assert old is not None
             spans = old.elements[state.name][source.first : source.first + source.count]
             elements.extend(ElementSpan(old.stream, a, b, old.compressed) for a, b in spans)
         result.append(StateShare(state.name, state.mode, tuple(elements)))
