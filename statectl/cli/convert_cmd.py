@@ -6,7 +6,6 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli import output
 from statectl.cli.options import (
     DEFAULT_MASTER,
     DestinationOption,
@@ -17,12 +16,9 @@ from statectl.cli.options import (
     SourceArgument,
     SparkConfOption,
     StorageOptionFlags,
-    parse_storage_options,
 )
-from statectl.cli.rescale_cmd import show_or_write_plan
+from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
 from statectl.operations.rescale.plan import plan_rescale
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
 
 FORMATS = ("canonical",)
 
@@ -59,18 +55,6 @@ def convert(
         raise typer.BadParameter(
             f"{format!r}: statectl writes only CANONICAL savepoints", param_hint="--format"
         )
-    options = parse_storage_options(storage_option)
-    savepoint = open_savepoint(source, options)
-    ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
-    plan = plan_rescale(savepoint, None)  # the same parallelism: native state becomes canonical
-    show_or_write_plan(
-        "convert",
-        plan,
-        destination,
-        output.renderer(json_output),
-        dry_run=dry_run,
-        overwrite=overwrite,
-        master=master,
-        conf=conf,
-        storage_options=options,
-    )
+    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
+    # the same parallelism: native state becomes canonical
+    plan_and_write("convert", source, storage_option, flags, lambda sp: plan_rescale(sp, None))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -27,6 +29,7 @@ from statectl.savepoint.writer import stale_staging
 
 if TYPE_CHECKING:
     from statectl.operations.rescale.plan import RescalePlan
+    from statectl.savepoint.model import Savepoint
 
 
 def rescale(
@@ -89,21 +92,12 @@ def rescale(
             "give --parallelism, --max-parallelism or at least one --operator UID=N",
             param_hint="--parallelism",
         )
-    options = parse_storage_options(storage_option)
-    savepoint = open_savepoint(source, options)
-    ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
-    plan = plan_rescale(savepoint, parallelism, overrides, max_parallelism)
-    show_or_write_plan(
-        "rescale",
-        plan,
-        destination,
-        output.renderer(json_output),
-        dry_run=dry_run,
-        overwrite=overwrite,
-        master=master,
-        conf=conf,
-        storage_options=options,
-    )
+
+    def plan_with(savepoint: Savepoint) -> RescalePlan:
+        return plan_rescale(savepoint, parallelism, overrides, max_parallelism)
+
+    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
+    plan_and_write("rescale", source, storage_option, flags, plan_with)
 
 
 def _positive_int(value: str, name: str) -> int:
@@ -114,33 +108,45 @@ def _positive_int(value: str, name: str) -> int:
     return int(value)
 
 
-def show_or_write_plan(
+@dataclass(frozen=True)
+class WriteFlags:
+    """What `rescale` and `convert` share: where and how the planned savepoint is written."""
+
+    destination: str
+    overwrite: bool
+    dry_run: bool
+    json_output: bool
+    master: str
+    conf: list[str] | None
+
+
+def plan_and_write(
     command: str,
-    plan: RescalePlan,
-    destination: str,
-    render: output.Renderer,
-    *,
-    dry_run: bool,
-    overwrite: bool,
-    master: str,
-    conf: list[str] | None,
-    storage_options: dict[str, Any] | None,
+    source: str,
+    storage_option: list[str] | None,
+    flags: WriteFlags,
+    make_plan: Callable[[Savepoint], RescalePlan],
 ) -> None:
-    """The plan of `rescale` or `convert` with --dry-run, else the Spark job that writes it."""
-    if dry_run:
+    """Plan `command` over a consistent `source`; show the plan (--dry-run) or write it."""
+    options = parse_storage_options(storage_option)
+    savepoint = open_savepoint(source, options)
+    ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
+    plan = make_plan(savepoint)
+    render = output.renderer(flags.json_output)
+    if flags.dry_run:
         render.plan(plan)
         return
     from statectl.operations.rescale.job import rescale as run_job  # pyspark: not for --help
 
-    output.warn_stale_staging(stale_staging(destination, storage_options))
+    output.warn_stale_staging(stale_staging(flags.destination, options))
     with render.progress(command) as progress:
         report = run_job(
             plan,
-            destination,
-            overwrite=overwrite,
-            master=master,
-            spark_conf=parse_spark_conf(conf),
-            storage_options=storage_options,
+            flags.destination,
+            overwrite=flags.overwrite,
+            master=flags.master,
+            spark_conf=parse_spark_conf(flags.conf),
+            storage_options=options,
             progress=progress.update,
         )
     render.rescale(report)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar, Union
+from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from statectl.progress import Progress, ProgressCallback
 
@@ -91,7 +91,7 @@ class LocalEngine:
         by_partition: list[list[tuple[SortKey, V]]] = [[] for _ in range(partitions)]
         for source in sources:
             for record in records(source):
-                by_partition[record[0][0]].append(record)
+                by_partition[cast(int, record[0][0])].append(record)
         return [
             write(n, iter(sorted(found, key=operator.itemgetter(0))))
             for n, found in enumerate(by_partition)

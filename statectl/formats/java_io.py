@@ -97,6 +97,10 @@ class DataReader:
     def read_bytes(self, count: int) -> bytes:
         return bytes(self._take(count))
 
+    def _unpack(self, layout: struct.Struct) -> int:
+        value: int = layout.unpack(self._take(layout.size))[0]
+        return value
+
     def read_u8(self) -> int:
         return self._take(1)[0]
 
@@ -104,20 +108,16 @@ class DataReader:
         return self._take(1)[0] != 0
 
     def read_i16(self) -> int:
-        value: int = _I16.unpack(self._take(2))[0]
-        return value
+        return self._unpack(_I16)
 
     def read_u16(self) -> int:
-        value: int = _U16.unpack(self._take(2))[0]
-        return value
+        return self._unpack(_U16)
 
     def read_i32(self) -> int:
-        value: int = _I32.unpack(self._take(4))[0]
-        return value
+        return self._unpack(_I32)
 
     def read_i64(self) -> int:
-        value: int = _I64.unpack(self._take(8))[0]
-        return value
+        return self._unpack(_I64)
 
     def read_utf(self) -> str:
         start = self.pos

@@ -138,9 +138,7 @@ def parse_keyed_header(data: bytes | memoryview) -> KeyedStateHeader:
 
 def keyed_header_compressed(header: bytes | bytearray | memoryview) -> bool:
     """The compression flag alone (version ≥ 4: the bool after the version)."""
-    r = DataReader(header)
-    version = _version(r, KEYED_VERSIONS, "keyed state")
-    return version >= KEYED_COMPRESSION_SINCE and r.read_bool()
+    return _compressed(header, KEYED_VERSIONS, KEYED_COMPRESSION_SINCE, "keyed state")
 
 
 def set_keyed_header_compression(header: bytes, compressed: bool) -> bytes:
@@ -178,9 +176,7 @@ def parse_operator_header(data: bytes | memoryview) -> OperatorStateHeader:
 
 def operator_header_compressed(header: bytes | bytearray | memoryview) -> bool:
     """The compression flag alone (version ≥ 6: the bool after the version)."""
-    r = DataReader(header)
-    version = _version(r, OPERATOR_VERSIONS, "operator state")
-    return version >= OPERATOR_COMPRESSION_SINCE and r.read_bool()
+    return _compressed(header, OPERATOR_VERSIONS, OPERATOR_COMPRESSION_SINCE, "operator state")
 
 
 def set_operator_header_compression(header: bytes, compressed: bool) -> bytes:
@@ -204,6 +200,13 @@ def _version(r: DataReader, versions: range, what: str) -> int:
     if version not in versions:
         raise FormatError(f"unsupported {what} header version {version}")
     return version
+
+
+def _compressed(
+    header: bytes | bytearray | memoryview, versions: range, since: int, what: str
+) -> bool:
+    r = DataReader(header)
+    return _version(r, versions, what) >= since and r.read_bool()
 
 
 def _set_flag(header: bytes, on: bool, versions: range, since: int, what: str) -> bytes:

@@ -316,12 +316,6 @@ class _Found:
 
 
 @dataclass(frozen=True)
-class BucketResult:
-    key: BucketKey
-    found: _Found
-
-
-@dataclass(frozen=True)
 class _KeyedResults:
     counts: dict[tuple[str, str, int], int]  # (operator id, state, side) -> entries
     buckets: dict[tuple[str, str], _Found]  # (operator id, state) -> differences
@@ -340,9 +334,9 @@ def _compare_keyed(pairs: list[_OperatorPair], engine: Engine, max_examples: int
     found: dict[tuple[str, str], _Found] = {}
     if wanted:
         second = [EntriesTask(t, wanted) for t in tasks if _may_hold(t, wanted)]
-        for result in engine.group_reduce(second, bucket_entries, compare_bucket):
-            state = result.key[:2]
-            found[state] = _merge(found.get(state, _Found()), result.found, max_examples)
+        for key, differences in engine.group_reduce(second, bucket_entries, compare_bucket):
+            state = key[:2]
+            found[state] = _merge(found.get(state, _Found()), differences, max_examples)
     return _KeyedResults(dict(counts), found)
 
 
@@ -414,7 +408,7 @@ def bucket_entries(task: EntriesTask) -> list[tuple[BucketKey, _Record]]:
     return found
 
 
-def compare_bucket(key: BucketKey, records: list[_Record]) -> BucketResult:
+def compare_bucket(key: BucketKey, records: list[_Record]) -> tuple[BucketKey, _Found]:
     """Entries of one bucket: identities only in A, only in B, or with other values."""
     sides: list[dict[bytes, list[_Record]]] = [{}, {}]
     for record in records:
@@ -428,7 +422,7 @@ def compare_bucket(key: BucketKey, records: list[_Record]) -> BucketResult:
     examples += [
         _raw("changed", a[i][0], a[i][0].value, b[i][0].value) for i in changed[:MAX_EXAMPLES]
     ]
-    return BucketResult(key, _Found(len(only_a), len(only_b), len(changed), tuple(examples)))
+    return key, _Found(len(only_a), len(only_b), len(changed), tuple(examples))
 
 
 def _values(records: list[_Record]) -> Counter[bytes]:
