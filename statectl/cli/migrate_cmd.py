@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -21,23 +21,28 @@ from statectl.savepoint.reader import open_savepoint
 from statectl.savepoint.writer import stale_staging
 
 
+def _repeatable(flag: str, metavar: str, help: str) -> Any:
+    """A list option given once per value (typer collects the repeats)."""
+    return typer.Option(flag, metavar=metavar, help=help)
+
+
 def migrate_command(
     source: SourceArgument,
     destination: DestinationOption,
     rename_uid: Annotated[
         list[str] | None,
-        typer.Option(
+        _repeatable(
             "--rename-uid",
-            metavar="OLD=NEW",
-            help="Give operator OLD (uid or 32-hex id) the uid NEW and its id (repeatable).",
+            "OLD=NEW",
+            "Give operator OLD (uid or 32-hex id) the uid NEW and its id (repeatable).",
         ),
     ] = None,
     drop: Annotated[
         list[str] | None,
-        typer.Option(
+        _repeatable(
             "--drop",
-            metavar="UID_OR_ID",
-            help="Remove this operator and its state from the savepoint (repeatable).",
+            "UID_OR_ID",
+            "Remove this operator and its state from the savepoint (repeatable).",
         ),
     ] = None,
     overwrite: OverwriteOption = False,

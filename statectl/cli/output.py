@@ -502,7 +502,7 @@ def _subtask_plan_json(plan: OperatorPlan, target: SubtaskTarget) -> dict[str, A
         "keyed_bytes": keyed.size if keyed else 0,
         **({"native_sources": _native_sources(keyed)} if keyed and keyed.native else {}),
         "operator_state": {
-            share.name: {"mode": share.mode.name, "elements": len(share.elements)}
+            share.name: {"mode": share.mode.name, "elements": len(share.spans)}
             for share in (operator.states if operator else ())
         },
         "operator_bytes": operator.size if operator else 0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from statectl.errors import FormatError, UnsupportedError
 from statectl.formats import java_serialization
@@ -261,8 +261,7 @@ class _MetadataReader:
 
     def stream_handle(self) -> StreamHandle | None:
         r = self.r
-        at = r.pos
-        code = r.read_u8()
+        code, at = self._handle_code()
         if code == HandleCode.NULL:
             return None
         if code == HandleCode.BYTE_STREAM:
@@ -283,6 +282,11 @@ class _MetadataReader:
             return EmptySegmentFileHandle()
         raise FormatError(f"unknown stream state handle code {code} at byte offset {at}")
 
+    def _handle_code(self) -> tuple[int, int]:
+        """The next handle's type code and the offset it stands at."""
+        at = self.r.pos
+        return self.r.read_u8(), at
+
     def _length(self, what: str) -> int:
         at = self.r.pos
         length = self.r.read_i32()
@@ -300,9 +304,7 @@ class _MetadataReader:
         return KeyGroupsHandle(code, start, offsets, delegate, handle_id)
 
     def keyed_handle(self) -> KeyedHandle | None:
-        r = self.r
-        at = r.pos
-        code = r.read_u8()
+        code, at = self._handle_code()
         if code == HandleCode.NULL:
             return None
         if code in (HandleCode.KEY_GROUPS, HandleCode.SAVEPOINT_KEY_GROUPS):
@@ -380,8 +382,7 @@ class _MetadataReader:
 
     def operator_handle(self) -> OperatorStateHandle | None:
         r = self.r
-        at = r.pos
-        code = r.read_u8()
+        code, at = self._handle_code()
         if code == HandleCode.NULL:
             return None
         if code not in (
@@ -440,6 +441,16 @@ def write_metadata(metadata: CheckpointMetadata) -> bytes:
     writer = _MetadataWriter(metadata.version)
     writer.write(metadata)
     return writer.w.getvalue()
+
+
+class _KeyGroupRanged(Protocol):
+    """A handle that starts with its key-group range (incremental and changelog handles)."""
+
+    @property
+    def start_key_group(self) -> int: ...
+
+    @property
+    def num_key_groups(self) -> int: ...
 
 
 class _MetadataWriter:
@@ -574,8 +585,7 @@ class _MetadataWriter:
         v2 = h.code == HandleCode.INCREMENTAL_KEY_GROUPS_V2
         w.write_i64(h.checkpoint_id)
         w.write_utf(h.backend_id)
-        w.write_i32(h.start_key_group)
-        w.write_i32(h.num_key_groups)
+        self._key_group_range(h)
         if v2:
             w.write_i64(h.checkpointed_size if h.checkpointed_size is not None else -1)
         self.stream_handle(h.meta)
@@ -588,10 +598,13 @@ class _MetadataWriter:
         self.w.write_utf(file.local_path)
         self.stream_handle(file.handle)
 
+    def _key_group_range(self, h: _KeyGroupRanged) -> None:
+        self.w.write_i32(h.start_key_group)
+        self.w.write_i32(h.num_key_groups)
+
     def _changelog(self, h: ChangelogHandle) -> None:
         w = self.w
-        w.write_i32(h.start_key_group)
-        w.write_i32(h.num_key_groups)
+        self._key_group_range(h)
         w.write_i64(h.checkpointed_size)
         self._list(h.materialized, self.keyed_handle)
         self._list(h.non_materialized, self.keyed_handle)
@@ -602,8 +615,7 @@ class _MetadataWriter:
 
     def _changelog_bytes(self, h: ChangelogByteIncrementHandle) -> None:
         w = self.w
-        w.write_i32(h.start_key_group)
-        w.write_i32(h.num_key_groups)
+        self._key_group_range(h)
         w.write_i64(h.from_sequence)
         w.write_i64(h.to_sequence)
         w.write_i32(len(h.changes))
@@ -615,8 +627,7 @@ class _MetadataWriter:
 
     def _changelog_files(self, h: ChangelogFileIncrementHandle) -> None:
         w = self.w
-        w.write_i32(h.start_key_group)
-        w.write_i32(h.num_key_groups)
+        self._key_group_range(h)
         w.write_i32(len(h.handles_and_offsets))
         for handle, offset in h.handles_and_offsets:
             w.write_i64(offset)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from statectl.errors import FormatError, UnsupportedError
 from statectl.formats import snappy_framed
@@ -28,20 +28,24 @@ Span = tuple[int, int]
 _I32 = struct.Struct(">i")
 
 
+SpanT = TypeVar("SpanT")
+
+
 @dataclass(frozen=True, slots=True)
-class StateElements:
-    """One state of a handle and the byte range [start, end) of each of its elements."""
+class StateElements(Generic[SpanT]):
+    """One state of a handle and where each of its elements is: here the byte range
+    [start, end) in the file; the rescale plan uses it with its own element spans."""
 
     name: str
     mode: DistributionMode
-    spans: tuple[Span, ...]
+    spans: tuple[SpanT, ...]
 
 
 @dataclass(frozen=True, slots=True)
 class OperatorFileLayout:
     header_length: int  # without the Snappy stream identifier of a compressed file
     compressed: bool
-    states: tuple[StateElements, ...]
+    states: tuple[StateElements[Span], ...]
 
     @property
     def elements(self) -> dict[str, tuple[Span, ...]]:
@@ -51,7 +55,7 @@ class OperatorFileLayout:
 
 def element_spans(
     states: Sequence[OperatorStateOffsets], file_size: int
-) -> tuple[StateElements, ...]:
+) -> tuple[StateElements[Span], ...]:
     """Each element's span: from its offset to the next larger offset in the handle, or EOF.
 
     Elements sharing an offset (zero-length elements) share the span; restore reads one element

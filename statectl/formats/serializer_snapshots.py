@@ -208,15 +208,21 @@ def _at_nested(r: DataReader) -> bool:
     return r.remaining() >= 8 and r.fork().read_i32() == NESTED_MAGIC
 
 
+def _nested_count(r: DataReader, entry: str, min_bytes: int) -> int:
+    """A count of nested items, each at least `min_bytes` long: plausible, and fits the bytes."""
+    at = r.pos
+    count = r.read_i32()
+    if not 0 <= count <= _MAX_NESTED:
+        raise FormatError(f"implausible {entry} count {count} at offset {at}")
+    r.check_count(count, entry, at, min_bytes)
+    return count
+
+
 def _nested(r: DataReader, after: Probe) -> tuple[SerializerSnapshot, ...]:
     """`NestedSerializersSnapshotDelegate`: magic, version 1, count, versioned snapshots."""
     if r.read_i32() != NESTED_MAGIC or r.read_i32() != NESTED_VERSION:
         raise FormatError(f"no nested serializer snapshots at offset {r.pos - 8}")
-    at = r.pos
-    count = r.read_i32()
-    if not 0 <= count <= _MAX_NESTED:
-        raise FormatError(f"implausible number of nested serializers ({count})")
-    r.check_count(count, "nested serializer", at, _VERSIONED_MIN)
+    count = _nested_count(r, "nested serializer", _VERSIONED_MIN)
     # The last nested snapshot is followed by whatever follows the composite itself.
     return tuple(
         read_versioned_snapshot(r, next_is_versioned_snapshot if i < count - 1 else after)
@@ -360,11 +366,7 @@ def _optional_map(r: DataReader) -> list[tuple[str, bytes | None, bytes | None]]
     """`LinkedOptionalMapSerializer`: header, count, (name, framed key?, framed value?)*."""
     if r.read_i64() != OPTIONAL_MAP_HEADER:
         raise FormatError(f"no optional-map header at offset {r.pos - 8}")
-    at = r.pos
-    count = r.read_i32()
-    if not 0 <= count <= _MAX_NESTED:
-        raise FormatError(f"implausible optional-map size {count}")
-    r.check_count(count, "optional-map entry", at, _OPTIONAL_ENTRY_MIN)
+    count = _nested_count(r, "optional-map entry", _OPTIONAL_ENTRY_MIN)
     return [(r.read_utf(), _frame(r), _frame(r)) for _ in range(count)]
 
 

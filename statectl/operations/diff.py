@@ -457,8 +457,10 @@ def _compare_operator_state(
         in_a, in_b = elements_a.get(name, []), elements_b.get(name, [])
         kind = (in_a or in_b)[0].kind
         codec = entries.element_codec((in_a or in_b)[0])
-        compare = _compare_broadcast if kind == "BROADCAST" else _compare_list
-        found = compare(kind, in_a, in_b, codec)
+        if kind == "BROADCAST":
+            found = _compare_broadcast(in_a, in_b, codec)
+        else:
+            found = _compare_list(in_a, in_b, codec, as_sets=kind == "UNION")
         note = None
         if in_a and in_b and in_a[0].kind != in_b[0].kind:
             note = f"kind {in_a[0].kind} in A, {in_b[0].kind} in B"
@@ -501,15 +503,16 @@ class _Compared:
 
 
 def _compare_list(
-    kind: str,
     in_a: list[entries.OperatorElement],
     in_b: list[entries.OperatorElement],
     codec: StateCodec,
+    *,
+    as_sets: bool,
 ) -> _Compared:
-    """Split list state: multisets of element bytes; union state: sets."""
+    """Split list state: multisets of element bytes; union state (`as_sets`): sets."""
     count_a = Counter(e.value for e in in_a)
     count_b = Counter(e.value for e in in_b)
-    if kind == "UNION":
+    if as_sets:
         count_a, count_b = Counter(set(count_a)), Counter(set(count_b))
     extra_a, extra_b = count_a - count_b, count_b - count_a
     examples = [
@@ -522,7 +525,6 @@ def _compare_list(
 
 
 def _compare_broadcast(
-    kind: str,
     in_a: list[entries.OperatorElement],
     in_b: list[entries.OperatorElement],
     codec: StateCodec,

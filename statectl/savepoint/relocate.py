@@ -10,17 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from statectl.errors import UnsupportedError
-from statectl.formats.handles import (
-    ByteStreamHandle,
-    HandleCode,
-    IncrementalKeyedHandle,
-    KeyedHandle,
-    KeyGroupsHandle,
-    LocalFile,
-    OperatorStateHandle,
-    RelativeFileHandle,
-    StreamHandle,
-)
+from statectl.formats import handles
 from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.savepoint.files import CopyTask
 from statectl.savepoint.model import Savepoint, describe_operator
@@ -33,19 +23,21 @@ class CopyNames:
     def __init__(self, source: Savepoint) -> None:
         self.source = source
         self.tasks: list[CopyTask] = []
-        self._by_source: dict[tuple[str, int, int], RelativeFileHandle] = {}
+        self._by_source: dict[tuple[str, int, int], handles.RelativeFileHandle] = {}
 
-    def relocate(self, handle: StreamHandle | None, prefix: str) -> StreamHandle | None:
-        if handle is None or isinstance(handle, ByteStreamHandle):
+    def relocate(
+        self, handle: handles.StreamHandle | None, prefix: str
+    ) -> handles.StreamHandle | None:
+        if handle is None or isinstance(handle, handles.ByteStreamHandle):
             return handle  # inline state travels inside _metadata
-        if isinstance(handle, KeyGroupsHandle):
+        if isinstance(handle, handles.KeyGroupsHandle):
             return dataclasses.replace(handle, delegate=self.relocate(handle.delegate, prefix))
         stream = self.source.stream(handle)
         key = (stream.description, stream.start, stream.size)
         if key not in self._by_source:
             name = f"{prefix}-{len(self.tasks):05d}"
             self.tasks.append(CopyTask(stream, name))
-            self._by_source[key] = RelativeFileHandle(name, stream.size)
+            self._by_source[key] = handles.RelativeFileHandle(name, stream.size)
         return self._by_source[key]
 
 
@@ -80,23 +72,23 @@ def _relocate_subtask(
 
 
 def _relocate_operator_handle(
-    handle: OperatorStateHandle | None, names: CopyNames, prefix: str
-) -> OperatorStateHandle | None:
+    handle: handles.OperatorStateHandle | None, names: CopyNames, prefix: str
+) -> handles.OperatorStateHandle | None:
     if handle is None:
         return None
     # File-merging handles become plain ones over a copied file.
-    code = HandleCode.PARTITIONABLE_OPERATOR_STATE
-    return OperatorStateHandle(code, handle.states, names.relocate(handle.delegate, prefix))
+    code = handles.HandleCode.PARTITIONABLE_OPERATOR_STATE
+    return handles.OperatorStateHandle(code, handle.states, names.relocate(handle.delegate, prefix))
 
 
 def _relocate_keyed(
-    handle: KeyedHandle | None, names: CopyNames, prefix: str, where: str
-) -> KeyedHandle | None:
+    handle: handles.KeyedHandle | None, names: CopyNames, prefix: str, where: str
+) -> handles.KeyedHandle | None:
     if handle is None:
         return None
-    if isinstance(handle, KeyGroupsHandle):
+    if isinstance(handle, handles.KeyGroupsHandle):
         return dataclasses.replace(handle, delegate=names.relocate(handle.delegate, prefix))
-    if isinstance(handle, IncrementalKeyedHandle):
+    if isinstance(handle, handles.IncrementalKeyedHandle):
         return dataclasses.replace(
             handle,
             meta=names.relocate(handle.meta, prefix),
@@ -109,5 +101,5 @@ def _relocate_keyed(
     )
 
 
-def _relocate_local(file: LocalFile, names: CopyNames, prefix: str) -> LocalFile:
+def _relocate_local(file: handles.LocalFile, names: CopyNames, prefix: str) -> handles.LocalFile:
     return dataclasses.replace(file, handle=names.relocate(file.handle, prefix))

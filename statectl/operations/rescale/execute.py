@@ -144,7 +144,7 @@ def _write_operator(target: OperatorTarget, output: Location, name: str) -> Oper
         out.write(target.header)
         for share in target.states:
             offsets = []
-            for element in share.elements:
+            for element in share.spans:
                 offsets.append(out.pos)
                 if element.compressed:
                     chunks = element.source.read(element.start, element.end)

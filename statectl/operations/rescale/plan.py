@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from statectl.errors import FormatError, StatectlError, UnsupportedError
 from statectl.formats import java_types, state_headers
 from statectl.formats.handles import (
-    DistributionMode,
     IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
@@ -22,7 +21,7 @@ from statectl.formats.handles import (
 from statectl.formats.key_groups import check_max_parallelism, check_parallelism, key_group_range
 from statectl.formats.keyed_blocks import BlockSpan
 from statectl.formats.metadata import OperatorState, SubtaskState
-from statectl.formats.operator_state import Span
+from statectl.formats.operator_state import Span, StateElements
 from statectl.formats.state_headers import KeyedStateHeader
 from statectl.operations.rescale.operator_state_plan import (
     ElementSource,
@@ -104,11 +103,9 @@ class ElementSpan:
     compressed: bool  # element is a run of Snappy chunks, written out decompressed
 
 
-@dataclass(frozen=True, slots=True)
-class StateShare:
-    name: str
-    mode: DistributionMode
-    elements: tuple[ElementSpan, ...]
+# One state's elements for a new subtask (for annotations: a frozen slotted generic cannot
+# be instantiated through its alias).
+StateShare = StateElements[ElementSpan]
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +115,7 @@ class OperatorTarget:
 
     @property
     def size(self) -> int:
-        return len(self.header) + sum(e.end - e.start for s in self.states for e in s.elements)
+        return len(self.header) + sum(e.end - e.start for s in self.states for e in s.spans)
 
 
 @dataclass(frozen=True, slots=True)
@@ -542,5 +539,5 @@ def _shares(
             old = files[source.old_subtask]
             spans = old.elements[state.name][source.first : source.first + source.count]
             elements.extend(ElementSpan(old.stream, a, b, old.compressed) for a, b in spans)
-        result.append(StateShare(state.name, state.mode, tuple(elements)))
+        result.append(StateElements(state.name, state.mode, tuple(elements)))
     return tuple(result)
