@@ -21,6 +21,7 @@ from statectl.cli import (
     export_cmd,
     inspect_cmd,
     migrate_cmd,
+    plan_cmd,
     rescale_cmd,
     uid_hash_cmd,
     verify_cmd,
@@ -67,6 +68,7 @@ def _global_options(
 
 
 app.command("inspect", no_args_is_help=True)(inspect_cmd.inspect)
+app.command("plan", no_args_is_help=True)(plan_cmd.plan)
 app.command("rescale", no_args_is_help=True)(rescale_cmd.rescale)
 app.command("convert", no_args_is_help=True)(convert_cmd.convert)
 app.command("diff", no_args_is_help=True)(diff_cmd.diff_command)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rich.console import Console
@@ -22,6 +22,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from statectl.cli import plan_view
+from statectl.cli.units import human_bytes
 from statectl.formats.state_values import jsonable
 from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
 from statectl.operations.rescale import rekey
@@ -31,8 +33,10 @@ if TYPE_CHECKING:
     from statectl.operations.export import ExportReport
     from statectl.operations.migrate import MigrationReport
     from statectl.operations.migrate import OperatorReport as MigratedOperator
+    from statectl.operations.plan import ParallelismPlan
     from statectl.operations.rescale.job import OperatorReport as RescaledOperator
     from statectl.operations.rescale.job import RescaleReport
+    from statectl.operations.rescale.load import SubtaskLoads
     from statectl.operations.rescale.plan import (
         KeyedTarget,
         OperatorPlan,
@@ -54,6 +58,8 @@ stderr = Console(stderr=True)
 
 # A uid and the operator id Flink derives from it (`uid-hash`).
 UidId = tuple[str, str]
+# Keyed bytes per new subtask a rescale plan predicts, by operator id.
+KeyedLoads = Mapping[str, "SubtaskLoads"]
 
 
 # --- the renderers ---------------------------------------------------------------------------
@@ -65,7 +71,8 @@ class Renderer(Protocol):
     def inspect(self, summary: SavepointSummary) -> None: ...
     def verify(self, result: Verification) -> None: ...
     def diff(self, report: DiffReport) -> None: ...
-    def plan(self, plan: RescalePlan) -> None: ...
+    def plan(self, plan: RescalePlan, loads: KeyedLoads) -> None: ...
+    def parallelism_plan(self, plan: ParallelismPlan) -> None: ...
     def rescale(self, report: RescaleReport) -> None: ...
     def migrate(self, report: MigrationReport) -> None: ...
     def export(self, report: ExportReport) -> None: ...
@@ -90,8 +97,11 @@ class JsonRenderer:
     def diff(self, report: DiffReport) -> None:
         print_json(diff_to_json(report))
 
-    def plan(self, plan: RescalePlan) -> None:
-        print_json(plan_to_json(plan))
+    def plan(self, plan: RescalePlan, loads: KeyedLoads) -> None:
+        print_json(plan_to_json(plan, loads))
+
+    def parallelism_plan(self, plan: ParallelismPlan) -> None:
+        print_json(plan_view.plan_json(plan))
 
     def rescale(self, report: RescaleReport) -> None:
         print_json(rescale_report_to_json(report))
@@ -121,8 +131,11 @@ class ConsoleRenderer:
     def diff(self, report: DiffReport) -> None:
         _print_diff(report)
 
-    def plan(self, plan: RescalePlan) -> None:
-        _print_plan(plan)
+    def plan(self, plan: RescalePlan, loads: KeyedLoads) -> None:
+        _print_plan(plan, loads)
+
+    def parallelism_plan(self, plan: ParallelismPlan) -> None:
+        plan_view.print_plan(stdout, plan)
 
     def rescale(self, report: RescaleReport) -> None:
         _print_rescale_report(report)
@@ -177,17 +190,6 @@ def warn_stale_staging(urls: Sequence[str]) -> None:
 def counted(count: int, noun: str) -> str:
     """`1 operator`, `3 operators`: English plurals of the nouns the summaries count."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
-
-
-def human_bytes(count: int) -> str:
-    if count < 1024:
-        return f"{count} B"
-    size = count / 1024
-    for unit in ("KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
 
 
 def _pick(obj: object, *names: str) -> dict[str, Any]:
@@ -466,14 +468,16 @@ def _text(value: Any) -> str:
 # --- rescale and convert: the plan (--dry-run) and what was written --------------------------
 
 
-def plan_to_json(plan: RescalePlan) -> dict[str, Any]:
+def plan_to_json(plan: RescalePlan, loads: KeyedLoads) -> dict[str, Any]:
     return {
         "source": plan.source.directory.url,
-        "operators": [_operator_plan_json(p) for p in plan.operators],
+        "operators": [
+            _operator_plan_json(p, loads.get(p.operator.operator_id_hex)) for p in plan.operators
+        ],
     }
 
 
-def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
+def _operator_plan_json(plan: OperatorPlan, loads: SubtaskLoads | None) -> dict[str, Any]:
     op = plan.operator
     entry: dict[str, Any] = {
         "id": op.operator_id_hex,
@@ -487,6 +491,9 @@ def _operator_plan_json(plan: OperatorPlan) -> dict[str, Any]:
     }
     if plan.rekey is not None:
         entry["rehash"] = rekey.describe(plan.rekey)
+    if loads is not None:  # the same prediction as `statectl plan`
+        entry["keyed_block_bytes"] = list(loads.subtask_bytes)
+        entry["keyed_max_over_mean"] = round(loads.max_over_mean, 6)
     return entry
 
 
@@ -530,9 +537,9 @@ def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
     ]
 
 
-def _print_plan(plan: RescalePlan) -> None:
+def _print_plan(plan: RescalePlan, loads: KeyedLoads) -> None:
     stdout.print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
-    for entry in plan_to_json(plan)["operators"]:
+    for entry in plan_to_json(plan, loads)["operators"]:
         _print_operator_plan(entry)
 
 
@@ -546,7 +553,10 @@ def _print_operator_plan(entry: dict[str, Any]) -> None:
         stdout.print(f"{name}: parallelism {entry['old_parallelism']}{max_change}, carried over")
         return
     change = f"{entry['old_parallelism']} → {entry['new_parallelism']}"
-    table = Table(title=f"{name}: parallelism {change}{max_change}", title_justify="left")
+    skew = ""
+    if "keyed_max_over_mean" in entry:
+        skew = f", keyed max/mean {entry['keyed_max_over_mean']:.2f}"
+    table = Table(title=f"{name}: parallelism {change}{max_change}{skew}", title_justify="left")
     if "rehash" in entry:
         rehash = entry["rehash"]
         table.caption = (
@@ -591,7 +601,13 @@ def _rescaled_operator_json(op: RescaledOperator) -> dict[str, Any]:
     return {
         **_pick(op, "id", "uid", "old_parallelism", "new_parallelism"),
         **_pick(op, "old_max_parallelism", "new_max_parallelism", "rescaled", "files", "bytes"),
+        "keyed_bytes": list(op.keyed_bytes),
+        "keyed_max_over_mean": _rounded(op.keyed_skew),
     }
+
+
+def _rounded(ratio: float | None) -> float | None:
+    return None if ratio is None else round(ratio, 6)
 
 
 def _print_rescale_report(report: RescaleReport) -> None:
@@ -600,9 +616,11 @@ def _print_rescale_report(report: RescaleReport) -> None:
     for column in ("operator", "parallelism", "files"):
         table.add_column(column)
     table.add_column("bytes", justify="right")
+    table.add_column("keyed max/mean", justify="right")
     for op in report.operators:
+        skew = "-" if op.keyed_skew is None else f"{op.keyed_skew:.2f}"
         table.add_row(
-            op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes)
+            op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes), skew
         )
     stdout.print(table)
 

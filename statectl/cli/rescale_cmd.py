@@ -22,6 +22,7 @@ from statectl.cli.options import (
     parse_spark_conf,
     parse_storage_options,
 )
+from statectl.operations.plan import predicted_keyed_loads
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.verify import ensure_consistent
 from statectl.savepoint.reader import open_savepoint
@@ -134,7 +135,7 @@ def plan_and_write(
     plan = make_plan(savepoint)
     render = output.renderer(flags.json_output)
     if flags.dry_run:
-        render.plan(plan)
+        render.plan(plan, predicted_keyed_loads(plan))
         return
     from statectl.operations.rescale.job import rescale as run_job  # pyspark: not for --help
 

@@ -431,6 +431,34 @@ class OpenInstance:
         first, last = self.instance.key_groups
         return sum(1 for _ in self.rows(state, first, last, prefix_bytes, keys_only=True))
 
+    def sst_key_groups(self, prefix_bytes: int) -> dict[int, float]:
+        """Each live SST's size spread evenly over its key groups, clipped to the owned ones."""
+        sizes: dict[int, float] = {}
+        owned = self.instance.key_groups
+        if owned is None:
+            return sizes
+        for file in self.db.live_files():
+            first = _key_group(file["start_key"], prefix_bytes)
+            last = _key_group(file["end_key"], prefix_bytes)
+            share = file["size"] / (last - first + 1)
+            for key_group in range(max(first, owned[0]), min(last, owned[1]) + 1):
+                sizes[key_group] = sizes.get(key_group, 0.0) + share
+        return sizes
+
+    def scanned_key_groups(self, prefix_bytes: int) -> tuple[dict[int, float], dict[int, int]]:
+        """Key and value bytes and entries per owned key group, over every column family."""
+        sizes: dict[int, float] = {}
+        entries: dict[int, int] = {}
+        if self.instance.key_groups is None:
+            return sizes, entries
+        first, last = self.instance.key_groups
+        for state in self.column_families():
+            for key, value in self.rows(state, first, last, prefix_bytes):
+                key_group = _key_group(key, prefix_bytes)
+                sizes[key_group] = sizes.get(key_group, 0.0) + len(key) + len(value)
+                entries[key_group] = entries.get(key_group, 0) + 1
+        return sizes, entries
+
 
 def _iterate(family: Rdict, read_options: Any, lower: bytes, keys_only: bool) -> Iterator[Any]:
     """A generator, so the column family and the read options (which own the upper bound's
@@ -499,6 +527,21 @@ def count_entries(instance: NativeInstance, prefix_bytes: int) -> dict[str, int]
     _, header = meta_header(instance)
     with opened(instance) as db:
         return {s.name: db.count(s.name, prefix_bytes) for s in header.states}
+
+
+def key_group_sizes(
+    instance: NativeInstance, prefix_bytes: int, deep: bool
+) -> tuple[dict[int, float], dict[int, int] | None]:
+    """Bytes (and with `deep`, entries) per owned key group of an instance.
+
+    Without `deep`, each SST's size is spread evenly over the key groups between its first and
+    last key (RocksDB's own file metadata: no row is read), so the bytes are an estimate. With
+    `deep`, every row is read: bytes are its key and value lengths, entries are exact.
+    """
+    with opened(instance) as db:
+        if deep:
+            return db.scanned_key_groups(prefix_bytes)
+        return db.sst_key_groups(prefix_bytes), None
 
 
 # `SavepointFormatType.NATIVE` as Java serialization writes the enum constant's name (TC_STRING).

@@ -62,6 +62,8 @@ MIGRATION = ["--rename-uid", "keyed-str=ks", "--drop", "sink"]  # uids of every 
 COMMANDS: tuple[Command, ...] = (
     Command("inspect", "inspect", lambda sp, _, __: ["inspect", str(sp)]),
     Command("inspect --deep", "inspect", lambda sp, _, __: ["inspect", "--deep", str(sp)]),
+    Command("plan", "plan", lambda sp, _, __: ["plan", str(sp)]),
+    Command("plan --deep", "plan", lambda sp, _, __: ["plan", "--deep", str(sp)]),
     Command("verify", "verify", lambda sp, _, __: ["verify", str(sp)]),
     Command("verify --deep", "verify", lambda sp, _, __: ["verify", "--deep", str(sp)]),
     Command(
@@ -89,7 +91,9 @@ COMMANDS: tuple[Command, ...] = (
 )
 
 # Commands that read every key-group block, so they must fail on a block that does not walk.
-BLOCK_WALKERS = frozenset({"inspect --deep", "verify --deep", "diff", "diff (as B)", "export"})
+BLOCK_WALKERS = frozenset(
+    {"inspect --deep", "plan --deep", "verify --deep", "diff", "diff (as B)", "export"}
+)
 
 
 # --- cases -----------------------------------------------------------------------------

@@ -43,13 +43,14 @@ Argv = Callable[[Path, Path], list[str]]
 COMMANDS: dict[str, Argv] = {
     "inspect": lambda sp, _: ["inspect", str(sp)],
     "inspect --deep": lambda sp, _: ["inspect", "--deep", str(sp)],
+    "plan --deep": lambda sp, _: ["plan", "--deep", str(sp)],
     "verify --deep": lambda sp, _: ["verify", "--deep", str(sp)],
     "diff": lambda sp, _: ["diff", "--no-spark", str(sp), str(sp)],
     "export": lambda sp, out: ["export", str(sp), "-o", str(out / "out.parquet")],
     "migrate": lambda sp, out: ["migrate", str(sp), "-o", str(out / "sp"), "--drop", "sink"],
 }
 # Commands that must succeed on every input `verify --deep` calls clean.
-TRUSTING_VERIFY = ("inspect --deep", "diff", "export", "migrate")
+TRUSTING_VERIFY = ("inspect --deep", "plan --deep", "diff", "export", "migrate")
 
 
 def peak_rss() -> int:

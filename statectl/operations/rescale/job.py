@@ -46,6 +46,13 @@ class OperatorReport:
     bytes: int
     old_max_parallelism: int
     new_max_parallelism: int
+    keyed_bytes: tuple[int, ...] = ()  # per new subtask, when keyed state was written
+
+    @property
+    def keyed_skew(self) -> float | None:
+        """max/mean of the keyed bytes written per new subtask (None: none written)."""
+        total = sum(self.keyed_bytes)
+        return max(self.keyed_bytes) * len(self.keyed_bytes) / total if total else None
 
 
 @dataclass(frozen=True)
@@ -137,9 +144,14 @@ def _subtask_state(result: SubtaskResult) -> SubtaskState:
 
 def report(plan: RescalePlan, results: list[Result], destination: str) -> RescaleReport:
     sizes: dict[str, list[int]] = {}
+    keyed_sizes: dict[str, dict[int, int]] = {}
     for result in results:
         if isinstance(result, SubtaskResult):
             keyed, operator = result.keyed, result.operator
+            if keyed:
+                keyed_sizes.setdefault(result.operator_id, {})[result.index] = keyed_handle_bytes(
+                    keyed
+                )
             files = [keyed_handle_bytes(keyed)] if keyed else []
             files += [operator_handle_bytes(operator)] if operator else []
             sizes.setdefault(result.operator_id, []).extend(files)
@@ -158,10 +170,15 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
                 sum(sizes.get(p.operator.operator_id_hex, ())),
                 p.operator.max_parallelism,
                 p.max_parallelism,
+                _per_subtask(keyed_sizes.get(p.operator.operator_id_hex), p.new_parallelism),
             )
             for p in plan.operators
         ),
     )
+
+
+def _per_subtask(sizes: dict[int, int] | None, parallelism: int) -> tuple[int, ...]:
+    return tuple(sizes.get(i, 0) for i in range(parallelism)) if sizes else ()
 
 
 def rescale(

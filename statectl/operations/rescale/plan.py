@@ -202,7 +202,7 @@ def plan_operator(
         check_parallelism(new_max, new_parallelism)
     except StatectlError as exc:
         raise StatectlError(f"operator {where}: {exc.message}", sp.directory.url) from None
-    subtasks = _subtasks_by_index(op, where)
+    subtasks = subtasks_by_index(op, where)
     _refuse_unsupported(subtasks, where)
     rekey = keyed = None
     if new_max != op.max_parallelism:
@@ -231,7 +231,7 @@ def _plan_new_max_parallelism(
     )
 
 
-def _subtasks_by_index(op: OperatorState, where: str) -> list[SubtaskState | None]:
+def subtasks_by_index(op: OperatorState, where: str) -> list[SubtaskState | None]:
     by_index: list[SubtaskState | None] = [None] * op.parallelism
     for subtask in op.subtasks or ():
         if not 0 <= subtask.index < op.parallelism:
@@ -483,16 +483,30 @@ def _rehashable_key_type(
 def _plan_operator_state(
     sp: Savepoint, subtasks: Sequence[SubtaskState | None], new_parallelism: int
 ) -> list[OperatorTarget] | None:
-    handles = [s.managed_operator_state if s else None for s in subtasks]
-    files = {i: _OldOperatorFile.read(sp, h) for i, h in enumerate(handles) if h is not None}
-    if not files:
-        return None
-    header = next(iter(files.values())).header
-    if new_parallelism == len(handles):  # a conversion: Flink would keep every element in place
-        assignments = _in_place(handles)
-    else:
-        assignments = assign_operator_state(handles, new_parallelism)
-    return [OperatorTarget(header, _shares(share, files)) for share in assignments]
+    old = OldOperatorState.read(sp, subtasks)
+    return old.targets(new_parallelism) if old.files else None
+
+
+@dataclass(frozen=True, slots=True)
+class OldOperatorState:
+    """An operator's old operator-state files, read once; `targets` deals them to p subtasks."""
+
+    handles: tuple[OperatorStateHandle | None, ...]
+    files: Mapping[int, _OldOperatorFile]
+
+    @staticmethod
+    def read(sp: Savepoint, subtasks: Sequence[SubtaskState | None]) -> OldOperatorState:
+        handles = tuple(s.managed_operator_state if s else None for s in subtasks)
+        files = {i: _OldOperatorFile.read(sp, h) for i, h in enumerate(handles) if h is not None}
+        return OldOperatorState(handles, files)
+
+    def targets(self, new_parallelism: int) -> list[OperatorTarget]:
+        header = next(iter(self.files.values())).header
+        if new_parallelism == len(self.handles):  # a conversion: Flink keeps elements in place
+            assignments = _in_place(self.handles)
+        else:
+            assignments = assign_operator_state(list(self.handles), new_parallelism)
+        return [OperatorTarget(header, _shares(share, self.files)) for share in assignments]
 
 
 def _in_place(handles: Sequence[OperatorStateHandle | None]) -> list[list[StateAssignment]]:
@@ -530,7 +544,7 @@ class _OldOperatorFile:
 
 
 def _shares(
-    share: list[StateAssignment], files: dict[int, _OldOperatorFile]
+    share: list[StateAssignment], files: Mapping[int, _OldOperatorFile]
 ) -> tuple[StateShare, ...]:
     result = []
     for state in share:

@@ -1,0 +1,79 @@
+"""`statectl plan`: what each parallelism would cost, with charts of subtask and key-group loads."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from statectl.cli import output
+from statectl.cli.options import (
+    JsonOption,
+    OperatorOption,
+    SavepointArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
+from statectl.operations.plan import plan_parallelism
+from statectl.operations.rescale.load import parse_parallelisms
+from statectl.operations.verify import ensure_consistent
+from statectl.savepoint.reader import open_savepoint
+
+
+def plan(
+    path: SavepointArgument,
+    parallelism: Annotated[
+        str | None,
+        typer.Option(
+            "--parallelism",
+            "-p",
+            help="Candidates: a list and ranges, e.g. 2,3,5 or 1-16 (default: 1 to twice the "
+            "current parallelism, at least 16, and the divisors of the max parallelism).",
+        ),
+    ] = None,
+    operator: OperatorOption = None,
+    deep: Annotated[
+        bool,
+        typer.Option(
+            "--deep", help="Read every entry: entries per key group, exact RocksDB native bytes."
+        ),
+    ] = False,
+    json_output: JsonOption = False,
+    png: Annotated[
+        str | None,
+        typer.Option(
+            "--png", help="Also draw the charts into this PNG file (pip install 'statectl[plot]')."
+        ),
+    ] = None,
+    storage_option: StorageOptionFlags = None,
+) -> None:
+    """Bytes per key group and per new subtask at each candidate parallelism, and the skew.
+
+    With one candidate, the bar chart shows that parallelism; otherwise the recommended one.
+
+    Examples:
+
+      statectl plan ./sp
+
+      statectl plan ./sp --operator my-uid -p 2-12 --deep
+
+      statectl plan s3://bucket/sp -p 4,8,16 --json | jq '.operators[].candidates'
+    """
+    candidates = _candidates(parallelism)
+    savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
+    result = plan_parallelism(savepoint, operator, candidates, deep)
+    output.renderer(json_output).parallelism_plan(result)
+    if png:
+        from statectl.cli.plot import draw_plan  # matplotlib: an optional extra
+
+        draw_plan(result, png)
+
+
+def _candidates(text: str | None) -> list[int] | None:
+    if text is None:
+        return None
+    try:
+        return parse_parallelisms(text)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--parallelism") from None

@@ -1,0 +1,278 @@
+"""`statectl plan`: what each candidate parallelism would give every stateful operator.
+
+Keyed state is measured per key group: exactly from the key-group offsets of canonical files
+(a block ends where the next begins), estimated from the SST files' key ranges and sizes for
+RocksDB native instances, or read row by row with `deep`. Loads per new subtask follow Flink's
+key-group assignment (`rescale.load`); operator state follows the rescale planner's dealing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from statectl.errors import FormatError, StatectlError
+from statectl.formats import java_types, keyed_blocks
+from statectl.formats.handles import DistributionMode, IncrementalKeyedHandle, KeyGroupsHandle
+from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.operations.rescale.load import SubtaskLoads, default_candidates, subtask_loads
+from statectl.operations.rescale.plan import OldOperatorState, RescalePlan, subtasks_by_index
+from statectl.savepoint import native
+from statectl.savepoint.keyed import block_spans, canonical_header, iter_blocks
+from statectl.savepoint.model import Savepoint, describe_operator, has_state
+
+_HOTTEST = 5  # hot key groups named in a recommendation
+_NEAR = 3  # parallelisms recommended near the current one
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorStateLoad:
+    """One operator-state list per new subtask, as the subtask restores it (a UNION list is
+    restored whole by every subtask)."""
+
+    name: str
+    mode: str
+    elements: tuple[int, ...]
+    bytes: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    keyed: SubtaskLoads
+    operator_state: tuple[OperatorStateLoad, ...]
+
+    @property
+    def parallelism(self) -> int:
+        return self.keyed.parallelism
+
+
+@dataclass(frozen=True, slots=True)
+class HotKeyGroup:
+    key_group: int
+    bytes: int
+    share: float  # of the operator's keyed bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    parallelism: int | None  # the lowest-skew candidate near the current parallelism
+    near_current: tuple[int, ...]
+    even_divisors: tuple[int, ...]  # candidates that divide the max parallelism
+    hottest: tuple[HotKeyGroup, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorOutlook:
+    """One operator: its keyed bytes per key group and every candidate parallelism."""
+
+    id: str
+    uid: str | None
+    name: str | None
+    parallelism: int
+    max_parallelism: int
+    keyed_format: str | None  # canonical, native, or None without keyed state
+    estimated: bool  # native bytes spread over SST key ranges rather than read
+    key_group_bytes: tuple[int, ...]
+    key_group_entries: tuple[int, ...] | None  # with deep
+    candidates: tuple[Candidate, ...]
+    recommendation: Recommendation
+
+    def candidate(self, parallelism: int) -> Candidate | None:
+        return next((c for c in self.candidates if c.parallelism == parallelism), None)
+
+
+@dataclass(frozen=True, slots=True)
+class ParallelismPlan:
+    source: str
+    deep: bool
+    operators: tuple[OperatorOutlook, ...]
+
+
+def plan_parallelism(
+    sp: Savepoint,
+    operator: str | None = None,
+    parallelisms: Sequence[int] | None = None,
+    deep: bool = False,
+) -> ParallelismPlan:
+    """Every stateful operator (or the one named) under each of `parallelisms` (default:
+    `load.default_candidates`)."""
+    ops = [sp.find_operator(operator)] if operator else [op for op in sp.operators if has_state(op)]
+    outlooks = tuple(_outlook(sp, op, parallelisms, deep) for op in ops)
+    return ParallelismPlan(sp.directory.url, deep, outlooks)
+
+
+def _outlook(
+    sp: Savepoint, op: OperatorState, parallelisms: Sequence[int] | None, deep: bool
+) -> OperatorOutlook:
+    subtasks = subtasks_by_index(op, describe_operator(op))
+    keyed = _KeyGroupSizes.read(sp, op, subtasks, deep)
+    wanted = parallelisms or default_candidates(op.max_parallelism, op.parallelism)
+    old_operator_state = OldOperatorState.read(sp, subtasks)
+    candidates = tuple(
+        Candidate(subtask_loads(keyed.bytes, p), _operator_state_loads(old_operator_state, p))
+        for p in wanted
+        if p <= op.max_parallelism
+    )
+    return OperatorOutlook(
+        op.operator_id_hex,
+        op.uid,
+        op.name,
+        op.parallelism,
+        op.max_parallelism,
+        keyed.format,
+        keyed.format == "native" and not deep,
+        keyed.bytes,
+        keyed.entries,
+        candidates,
+        _recommend(op, keyed.bytes, candidates),
+    )
+
+
+def predicted_keyed_loads(plan: RescalePlan) -> dict[str, SubtaskLoads]:
+    """What `plan` predicts per new subtask for each operator a rescale moves, by operator id.
+
+    Only canonical keyed state at an unchanged max parallelism: its key-group bytes come from
+    `_metadata` alone (RocksDB instances would have to be fetched, re-hashed keys hashed).
+    """
+    loads = {}
+    for operator_plan in plan.operators:
+        op = operator_plan.operator
+        if not operator_plan.rescaled or operator_plan.rekey is not None:
+            continue
+        subtasks = subtasks_by_index(op, describe_operator(op))
+        if any(isinstance(s.managed_keyed_state, IncrementalKeyedHandle) for s in subtasks if s):
+            continue
+        sizes = _KeyGroupSizes.read(plan.source, op, subtasks, deep=False)
+        if sizes.format is not None:
+            loads[op.operator_id_hex] = subtask_loads(sizes.bytes, operator_plan.new_parallelism)
+    return loads
+
+
+# --- keyed state per key group -----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _KeyGroupSizes:
+    format: str | None
+    bytes: tuple[int, ...]
+    entries: tuple[int, ...] | None
+
+    @staticmethod
+    def read(
+        sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], deep: bool
+    ) -> _KeyGroupSizes:
+        sizes = [0.0] * op.max_parallelism
+        entries = [0] * op.max_parallelism if deep else None
+        formats = set()
+        for subtask in subtasks:
+            handle = subtask.managed_keyed_state if subtask else None
+            if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
+                formats.add("canonical")
+                _add_canonical(sp, handle, sizes, entries)
+            elif isinstance(handle, IncrementalKeyedHandle):
+                formats.add("native")
+                _add_native(sp, op, handle, sizes, entries)
+        keyed_format = "native" if "native" in formats else next(iter(formats), None)
+        rounded = tuple(round(size) for size in sizes)
+        counted = tuple(entries) if entries is not None else None
+        return _KeyGroupSizes(keyed_format, rounded, counted)
+
+
+def _add_canonical(
+    sp: Savepoint, handle: KeyGroupsHandle, sizes: list[float], entries: list[int] | None
+) -> None:
+    """A block's bytes are the difference of its key group's offset and the next one's."""
+    if handle.delegate is None:
+        return
+    stream = sp.stream(handle.delegate)
+    spans = block_spans(stream, handle)
+    for span in spans:
+        _check_key_group(span.key_group, len(sizes), stream.description)
+        sizes[span.key_group] += span.length
+    if entries is None:
+        return
+    header = canonical_header(stream, handle)
+    for span, block in iter_blocks(stream, spans):
+        try:
+            counts = keyed_blocks.count_entries(block, header.compressed, len(header.states))
+        except StatectlError as exc:
+            raise exc.with_source(f"{stream.description} (key group {span.key_group})") from None
+        entries[span.key_group] += sum(counts.values())
+
+
+def _add_native(
+    sp: Savepoint,
+    op: OperatorState,
+    handle: IncrementalKeyedHandle,
+    sizes: list[float],
+    entries: list[int] | None,
+) -> None:
+    instance = native.native_instance(sp, handle, describe_operator(op))
+    prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
+    bytes_by_group, entries_by_group = native.key_group_sizes(
+        instance, prefix_bytes, entries is not None
+    )
+    for key_group, size in bytes_by_group.items():
+        _check_key_group(key_group, len(sizes), instance.description)
+        sizes[key_group] += size
+    if entries is not None and entries_by_group is not None:
+        for key_group, count in entries_by_group.items():
+            entries[key_group] += count
+
+
+def _check_key_group(key_group: int, max_parallelism: int, source: str) -> None:
+    if not 0 <= key_group < max_parallelism:
+        raise FormatError(
+            f"key group {key_group} is outside the max parallelism {max_parallelism}", source
+        )
+
+
+# --- operator state per new subtask ------------------------------------------------------
+
+
+def _operator_state_loads(old: OldOperatorState, parallelism: int) -> tuple[OperatorStateLoad, ...]:
+    if not old.files:
+        return ()
+    targets = old.targets(parallelism)
+    loads = []
+    for index, state in enumerate(targets[0].states):
+        shares = [target.states[index] for target in targets]
+        elements = [len(share.spans) for share in shares]
+        sizes = [sum(span.end - span.start for span in share.spans) for share in shares]
+        if state.mode == DistributionMode.UNION:  # Flink restores the whole union everywhere
+            elements, sizes = [sum(elements)] * parallelism, [sum(sizes)] * parallelism
+        loads.append(OperatorStateLoad(state.name, state.mode.name, tuple(elements), tuple(sizes)))
+    return tuple(loads)
+
+
+# --- the recommendation --------------------------------------------------------------------
+
+
+def _recommend(
+    op: OperatorState, key_group_bytes: Sequence[int], candidates: Sequence[Candidate]
+) -> Recommendation:
+    divisors = tuple(c.parallelism for c in candidates if op.max_parallelism % c.parallelism == 0)
+    if not any(key_group_bytes):
+        return Recommendation(None, (), divisors, ())
+    # A single subtask is never skewed: only p > 1 is a choice worth naming.
+    low, high = max(2, -(-op.parallelism // 2)), max(4, 2 * op.parallelism)
+    near = sorted(
+        (c for c in candidates if low <= c.parallelism <= high),
+        key=lambda c: (round(c.keyed.max_over_mean, 3), abs(c.parallelism - op.parallelism)),
+    )[:_NEAR]
+    return Recommendation(
+        near[0].parallelism if near else None,
+        tuple(c.parallelism for c in near),
+        divisors,
+        _hottest(key_group_bytes),
+    )
+
+
+def _hottest(key_group_bytes: Sequence[int]) -> tuple[HotKeyGroup, ...]:
+    total = sum(key_group_bytes)
+    ranked = sorted(range(len(key_group_bytes)), key=lambda g: (-key_group_bytes[g], g))
+    return tuple(
+        HotKeyGroup(g, key_group_bytes[g], key_group_bytes[g] / total)
+        for g in ranked[:_HOTTEST]
+        if key_group_bytes[g] > 0
+    )
