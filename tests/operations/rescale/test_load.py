@@ -7,12 +7,15 @@ from pathlib import Path
 
 import pytest
 
+from statectl.operations.plan import plan_parallelism
 from statectl.operations.rescale.load import (
     SubtaskLoads,
     default_candidates,
     parse_parallelisms,
     subtask_loads,
 )
+from statectl.savepoint.reader import open_savepoint
+from tests.conftest import fixture_savepoint
 
 ORACLE = Path(__file__).parents[1] / "oracles" / "KeyGroupRanges.java"
 
@@ -72,7 +75,8 @@ def test_default_candidates() -> None:
 
 @pytest.mark.flink
 def test_loads_follow_flinks_key_group_ranges(flink_dist: Path) -> None:
-    """Each subtask's load is the sum over the range Flink's KeyGroupRangeAssignment gives it."""
+    """Each subtask's load is the sum over the range Flink's KeyGroupRangeAssignment gives it:
+    on real fixtures' key-group bytes at M = 128 and 300, synthetic ones at the other M."""
     cases = [(m, p) for m in (1, 7, 128, 300, 4096) for p in (1, 2, 3, 5, 7, 16, 127) if p <= m]
     cases += [(32768, 3), (32768, 1000)]
     lines = subprocess.run(
@@ -82,8 +86,11 @@ def test_loads_follow_flinks_key_group_ranges(flink_dist: Path) -> None:
         text=True,
         check=True,
     ).stdout.splitlines()
+    real = _real_key_group_bytes()
     for max_parallelism, parallelism in cases:
-        key_group_bytes = [(g * 7919) % 1013 for g in range(max_parallelism)]
+        key_group_bytes = real.get(max_parallelism) or [
+            (g * 7919) % 1013 for g in range(max_parallelism)
+        ]
         loads = subtask_loads(key_group_bytes, parallelism)
         ranges, lines = lines[:parallelism], lines[parallelism:]
         for index, line in enumerate(ranges):
@@ -92,3 +99,13 @@ def test_loads_follow_flinks_key_group_ranges(flink_dist: Path) -> None:
             expected = sum(key_group_bytes[int(first) : int(last) + 1])
             assert loads.subtask_bytes[index] == expected, (max_parallelism, parallelism, index)
     assert lines == []
+
+
+def _real_key_group_bytes() -> dict[int, list[int]]:
+    """Bytes per key group of Flink-written fixtures, by max parallelism (128 and 300)."""
+    result = {}
+    for name, uid in (("hashmap_p4", "keyed-str"), ("hashmap_maxp300", "keyed-long")):
+        sp = open_savepoint(str(fixture_savepoint(name)))
+        outlook = plan_parallelism(sp, uid, [1]).operators[0]
+        result[outlook.max_parallelism] = list(outlook.key_group_bytes)
+    return result
