@@ -57,7 +57,7 @@ def rescale(
             max=32768,
             help="New max parallelism (number of key groups) of every operator; keys are "
             "re-hashed. Key types: String, Long, Integer, Short, Byte, Boolean, Character, "
-            "Double, Float.",
+            "Double, Float; SQL's RowData; Tuple and Row of the basic types.",
         ),
     ] = None,
     master: MasterOption = DEFAULT_MASTER,
