@@ -6,11 +6,13 @@ import pickle
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from statectl.errors import FormatError, UnsupportedError
 from statectl.formats import java_types as jt
 from statectl.formats.java_io import DataReader
+from statectl.formats.row_data_hashing import row_data_kernel
 from statectl.formats.serializer_snapshots import (
     SerializerSnapshot,
     at_end,
@@ -139,6 +141,7 @@ def test_generated_keys_match_flink(flink_dist: Path) -> None:
     key groups at max parallelism 128, 256 and 4096 exactly as Flink 2.3 does."""
     key_types: dict[str, jt.KeyType] = {}
     compared = 0
+    row_data: list[tuple[bytes, int]] = []  # also through the vectorised hash
     for line in _oracle_lines(flink_dist.parent, 20261123, 150):
         if line[0] == "SNAPSHOT":
             snapshot = read_versioned_snapshot(DataReader(bytes.fromhex(line[2])), at_end)
@@ -155,4 +158,13 @@ def test_generated_keys_match_flink(flink_dist: Path) -> None:
         groups = [jt.assign_to_key_group(hash_code, p) for p in MAX_PARALLELISMS]
         assert [hash_code, *groups] == expected, (name, line[2])
         compared += 1
+        if key_type.name == "RowData":
+            row_data.append((data, hash_code))
     assert compared == 150 * len(key_types) and len(key_types) == 21
+    keys = [data for data, _ in row_data]
+    ends = np.cumsum([len(k) for k in keys])
+    codes = np.zeros(len(keys), np.uint32)
+    buffer = np.frombuffer(b"".join(keys), np.uint8)
+    assert row_data_kernel(buffer, ends - [len(k) for k in keys], ends, codes).all()
+    assert codes.view(np.int32).tolist() == [code for _, code in row_data]
+    assert len(row_data) == 16 * 150
