@@ -2,6 +2,11 @@ package statectl.flinkjobs;
 
 import org.apache.flink.api.common.JobID;
 import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.ValueState;
+import org.apache.flink.api.common.state.ValueStateDescriptor;
+import org.apache.flink.api.java.functions.KeySelector;
+import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.configuration.Configuration;
@@ -11,6 +16,7 @@ import org.apache.flink.runtime.minicluster.MiniCluster;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.KeyedProcessFunction;
 import org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink;
 import org.apache.flink.streaming.api.functions.source.legacy.SourceFunction;
 import org.apache.flink.streaming.api.watermark.Watermark;
@@ -18,6 +24,7 @@ import org.apache.flink.table.api.Schema;
 import org.apache.flink.table.api.Table;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.types.Row;
+import org.apache.flink.util.Collector;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -34,8 +41,9 @@ import java.util.concurrent.TimeUnit;
  * Flink SQL operators, their keys {@code BinaryRowData}: one job of six queries over one source
  * (id BIGINT, k STRING, v BIGINT, event time): a group aggregation with COUNT DISTINCT, a regular
  * join on (k, v), a window TVF aggregation, a rowtime deduplication, a top-N and a
- * MATCH_RECOGNIZE pattern (flink-cep). Every query's changelog is collected as
- * "query|+I[...]" lines. Operator chaining is off so that operator ids do not depend on the
+ * MATCH_RECOGNIZE pattern (flink-cep); and two DataStream counters keyed by a Tuple2 and by a Row
+ * (uids tuple-count, row-count). Every query's changelog is collected as "query|+I[...]" lines,
+ * the counters' as "tuple|key|count". Operator chaining is off so that operator ids do not depend on the
  * parallelism (planner-generated operators have no uid).
  *
  * <p>Input: records 0..{@value #TOTAL}-1, a watermark after record {@value #WATERMARK_AFTER}-1
@@ -234,6 +242,16 @@ public final class SqlJob {
                     .map(new Collect(name)).name("collect-" + name).uid("collect-" + name)
                     .sinkTo(new DiscardingSink<>()).name("sink-" + name).uid("sink-" + name);
         }
+        // DataStream operators keyed by a Tuple2 and by a Row (with null fields): their keys
+        // hash by Tuple.hashCode / Row.hashCode.
+        src.keyBy((KeySelector<Row, Tuple2<String, Long>>) r -> Tuple2.of((String) r.getField(1), (Long) r.getField(2)),
+                        Types.TUPLE(Types.STRING, Types.LONG))
+                .process(new Count<Tuple2<String, Long>>("tuple")).uid("tuple-count").name("tuple-count")
+                .sinkTo(new DiscardingSink<>()).uid("sink-tuple").name("sink-tuple");
+        src.keyBy((KeySelector<Row, Row>) r -> Row.of(r.getField(1), (Long) r.getField(2) % 3 == 0 ? null : r.getField(2)),
+                        Types.ROW(Types.STRING, Types.LONG))
+                .process(new Count<Row>("row")).uid("row-count").name("row-count")
+                .sinkTo(new DiscardingSink<>()).uid("sink-row").name("sink-row");
         return env.getStreamGraph().getJobGraph(SqlJob.class.getClassLoader(), jobId);
     }
 
@@ -262,6 +280,30 @@ public final class SqlJob {
         @Override
         public void cancel() {
             running = false;
+        }
+    }
+
+    /** Emits "name|key|count of the key's records so far" per record. */
+    static final class Count<K> extends KeyedProcessFunction<K, Row, String> {
+        private final String name;
+        private transient ValueState<Long> count;
+
+        Count(String name) {
+            this.name = name;
+        }
+
+        @Override
+        public void open(OpenContext context) {
+            count = getRuntimeContext().getState(new ValueStateDescriptor<>("count", Types.LONG));
+        }
+
+        @Override
+        public void processElement(Row row, Context ctx, Collector<String> out) throws Exception {
+            long next = (count.value() == null ? 0 : count.value()) + 1;
+            count.update(next);
+            String line = name + "|" + ctx.getCurrentKey() + "|" + next;
+            EMITTED.add(line);
+            out.collect(line);
         }
     }
 
