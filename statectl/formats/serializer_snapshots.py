@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from statectl.errors import FormatError
 from statectl.formats.java_io import DataReader, excerpt
+from statectl.formats.java_serialization import read_object
 
 PROXY_VERSION = 2  # TypeSerializerSnapshotSerializationProxy.VERSION
 COMPOSITE_MAGIC = 911108  # CompositeTypeSerializerSnapshot.MAGIC_NUMBER
@@ -31,6 +32,7 @@ _MAX_VERSION = 1 << 16
 _UTF_MIN = 2  # a writeUTF string: its u16 length
 _VERSIONED_MIN = 6  # a versioned snapshot: utf class name, i32 version
 _OPTIONAL_ENTRY_MIN = 4  # utf name, then two bool presence flags
+_JAVA_STREAM_MIN = 5  # a Java serialization stream: magic, version, one tag
 
 _JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 
@@ -408,10 +410,19 @@ def _ttl_aware(r: DataReader, class_name: str, version: int, after: Probe) -> Se
     return SerializerSnapshot(class_name, version, (read_versioned_snapshot(r, after),))
 
 
+def _row_data(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
+    """`RowDataSerializerSnapshot`: arity, each field's LogicalType (Java serialization, one
+    stream each), then the field serializers' snapshots (NestedSerializersSnapshotDelegate)."""
+    for _ in range(_nested_count(r, "row field", _JAVA_STREAM_MIN)):
+        read_object(r)
+    return SerializerSnapshot(class_name, version, _nested(r, after))
+
+
 _PAYLOADS: dict[str, Payload] = {
     _TABLE + "typeutils.DecimalDataSerializer$DecimalSerializerSnapshot": _table_ints(2),
     _TABLE + "typeutils.TimestampDataSerializer$TimestampDataSerializerSnapshot": _table_ints(1),
     _TABLE + "typeutils.BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot": _table_ints(1),
+    _TABLE + "typeutils.RowDataSerializer$RowDataSerializerSnapshot": _row_data,
     _RUNTIME + "PojoSerializerSnapshot": _pojo,
     _RUNTIME + "kryo.KryoSerializerSnapshot": _kryo,
     "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _avro,

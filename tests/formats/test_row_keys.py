@@ -20,6 +20,7 @@ from statectl.formats.serializer_snapshots import (
 )
 
 ORACLE = Path(__file__).parent / "oracles" / "RowKeys.java"
+DATA = Path(__file__).parent / "data"
 BASE = "org.apache.flink.api.common.typeutils.base."
 RUNTIME = "org.apache.flink.api.java.typeutils.runtime."
 MAX_PARALLELISMS = (128, 256, 4096)
@@ -102,6 +103,18 @@ def _sample(key_type: jt.KeyType) -> object:
     return {"RowData": bytes(8), "Row<String>": (0, ("a",))}.get(key_type.name, (5, "b"))
 
 
+def test_row_data_serializer_snapshot_is_read_whole() -> None:
+    """RowDataSerializerSnapshot (Flink 2.3, RowKeys.java): arity, each LogicalType as a Java
+    serialization stream, then the field serializers' snapshots."""
+    data = bytes.fromhex((DATA / "row_data_snapshot_multi.hex").read_text())
+    snapshot = read_versioned_snapshot(DataReader(data), at_end)
+    assert snapshot.complete
+    assert snapshot.describe() == (
+        "RowData<Long, StringData, Int, Decimal, TimestampData, Boolean, Double, Int>"
+    )
+    assert jt.key_type_for_snapshot(snapshot) is ROW_DATA
+
+
 def test_unsupported_fields_and_bad_bytes() -> None:
     pojo = SerializerSnapshot(RUNTIME + "PojoSerializerSnapshot", 2, (), "demo.Event")
     tuple_of = SerializerSnapshot(RUNTIME + "TupleSerializerSnapshot", 3, (_base("Long"), pojo))
@@ -145,6 +158,7 @@ def test_generated_keys_match_flink(flink_dist: Path) -> None:
     for line in _oracle_lines(flink_dist.parent, 20261123, 150):
         if line[0] == "SNAPSHOT":
             snapshot = read_versioned_snapshot(DataReader(bytes.fromhex(line[2])), at_end)
+            assert snapshot.complete, line[1]
             key_type = jt.key_type_for_snapshot(snapshot)
             assert key_type is not None, line[1]
             key_types[line[1]] = key_type
