@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import FormatError, UnsupportedError
-from statectl.formats.serializer_snapshots import SerializerSnapshot
+from statectl.formats.serializer_snapshots import ROW_LEGACY_MODE, SerializerSnapshot
 
 Buffer = bytes | bytearray | memoryview
 
@@ -445,6 +445,8 @@ def key_type_for_snapshot(snapshot: SerializerSnapshot | None) -> KeyType | None
         found = [key_type_for_snapshot(n) for n in snapshot.nested]
         fields = tuple(f for f in found if f is not None and f is not ROW_DATA_KEY_TYPE)
         if not snapshot.parsed or not fields or len(fields) != len(found):
+            return None
+        if snapshot.type_name == ROW_LEGACY_MODE:  # no RowKind bits before the null mask
             return None
         tuple_key = snapshot.class_name == _TUPLE_SNAPSHOT
         return tuple_key_type(fields) if tuple_key else row_key_type(fields)

@@ -246,8 +246,16 @@ def _int_padding(r: DataReader) -> str | None:
 
 
 def _bool_flag(r: DataReader) -> str | None:
-    r.read_bool()  # RowSerializer: legacy mode
+    r.read_bool()
     return None
+
+
+ROW_LEGACY_MODE = "legacy mode"  # the type name of a RowSerializer snapshot without RowKind
+
+
+def _row_kind_flag(r: DataReader) -> str | None:
+    """RowSerializerSnapshot: supportsRowKind; false is the legacy (Flink < 1.11) layout."""
+    return None if r.read_bool() else ROW_LEGACY_MODE
 
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
@@ -309,7 +317,7 @@ _OUTER_PAYLOADS: dict[str, OuterPayload] = {
     _RUNTIME + "TupleSerializerSnapshot": _utf_type,
     _BASE + "GenericArraySerializerSnapshot": _utf_type,
     _RUNTIME + "NullableSerializer$NullableSerializerSnapshot": _int_padding,
-    _RUNTIME + "RowSerializer$RowSerializerSnapshot": _bool_flag,
+    _RUNTIME + "RowSerializer$RowSerializerSnapshot": _row_kind_flag,
     "org.apache.flink.streaming.api.functions.sink.legacy.TwoPhaseCommitSinkFunction"
     "$StateSerializerSnapshot": _bool_flag,
     _TABLE + "typeutils.LinkedListSerializer$LinkedListSerializerSnapshot": _bool_flag,

@@ -115,6 +115,29 @@ def test_row_data_serializer_snapshot_is_read_whole() -> None:
     assert jt.key_type_for_snapshot(snapshot) is ROW_DATA
 
 
+# RowKeys.java's Row<String> snapshot: composite magic, outer version 4, supportsRowKind = 01.
+ROW_STRING_SNAPSHOT = (
+    "004f6f72672e6170616368652e666c696e6b2e6170692e6a6176612e747970657574696c732e72756e74696d65"
+    "2e526f7753657269616c697a657224526f7753657269616c697a6572536e617073686f7400000003000de70400"
+    "00000401001457fd000000010000000100546f72672e6170616368652e666c696e6b2e6170692e636f6d6d6f6e"
+    "2e747970657574696c732e626173652e537472696e6753657269616c697a657224537472696e6753657269616c"
+    "697a6572536e617073686f7400000003"
+)
+
+
+def test_legacy_row_serializer_is_refused() -> None:
+    """A RowSerializer without RowKind (state from Flink < 1.11) has no kind bits in its mask."""
+    current = bytes.fromhex(ROW_STRING_SNAPSHOT)
+    flag = current.index(bytes.fromhex("0000000401")) + 4
+    legacy = current[:flag] + b"\x00" + current[flag + 1 :]
+    snapshots = [read_versioned_snapshot(DataReader(d), at_end) for d in (current, legacy)]
+    assert [s.type_name for s in snapshots] == [None, "legacy mode"]
+    assert [s.complete for s in snapshots] == [True, True]
+    row_type = jt.key_type_for_snapshot(snapshots[0])
+    assert row_type is not None and row_type.name == "Row<String>"
+    assert jt.key_type_for_snapshot(snapshots[1]) is None
+
+
 def test_unsupported_fields_and_bad_bytes() -> None:
     pojo = SerializerSnapshot(RUNTIME + "PojoSerializerSnapshot", 2, (), "demo.Event")
     tuple_of = SerializerSnapshot(RUNTIME + "TupleSerializerSnapshot", 3, (_base("Long"), pojo))
@@ -122,6 +145,10 @@ def test_unsupported_fields_and_bad_bytes() -> None:
     skipped = SerializerSnapshot(RUNTIME + "TupleSerializerSnapshot", 3, LONG_STRING, parsed=False)
     assert jt.key_type_for_snapshot(skipped) is None
     assert jt.key_type_for_snapshot(None) is None
+    legacy = SerializerSnapshot(
+        RUNTIME + "RowSerializer$RowSerializerSnapshot", 3, LONG_STRING, "legacy mode"
+    )
+    assert jt.key_type_for_snapshot(legacy) is None
     assert ROW_DATA is not None and ROW1 is not None
     with pytest.raises(
         FormatError, match="cannot read a RowData key at offset 0: binary row of 16"
