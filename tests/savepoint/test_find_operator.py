@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +58,29 @@ def test_cli_selects_an_operator_by_name() -> None:
     code, out, err = run_cli("inspect", path, "--operator", "sink: Writer", "--json")
     assert (code, err) == (0, "")
     assert '"uid": "sink"' in out and '"uid": "src"' not in out
+
+
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        # split at the last `=`: names of planner operators may hold one
+        ("Agg(groupBy=[k])=2", "unknown operator 'Agg(groupBy=[k])'; known operators: "),
+        ("Source: src=x", "Invalid value for --operator: Source: src=x: parallelism must be "),
+        ("Source: src", "Invalid value for --operator: expected KEY=VALUE, got 'Source: src'"),
+    ],
+)
+def test_rescale_operator_overrides_split_at_the_last_equals(
+    pair: str, message: str, tmp_path: Path
+) -> None:
+    path = str(fixture_savepoint("hashmap_canonical_files"))
+    code, _, err = run_cli("rescale", path, "-o", str(tmp_path / "out"), "--operator", pair)
+    assert code != 0 and message in err
+
+
+def test_rescale_operator_override_applies_to_that_operator_only(tmp_path: Path) -> None:
+    path = str(fixture_savepoint("hashmap_canonical_files"))
+    argv = ["rescale", path, "-o", str(tmp_path / "out"), "--operator", "keyed-str=3"]
+    code, out, err = run_cli(*argv, "--dry-run", "--json")
+    assert (code, err) == (0, "")
+    plans = {op["uid"]: op["new_parallelism"] for op in json.loads(out)["operators"]}
+    assert (plans["keyed-str"], plans["keyed-long"]) == (3, 2)
