@@ -38,7 +38,8 @@ DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks for 
 # --- what to read ----------------------------------------------------------------------------
 
 OperatorOption = Annotated[
-    str | None, typer.Option("--operator", "-O", help="Only this operator (uid or 32-hex id).")
+    str | None,
+    typer.Option("--operator", "-O", help="Only this operator (uid, name or 32-hex id)."),
 ]
 StorageOptionFlags = Annotated[
     list[str] | None,

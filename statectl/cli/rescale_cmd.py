@@ -18,7 +18,6 @@ from statectl.cli.options import (
     OverwriteOption,
     SparkConfOption,
     StorageOptionFlags,
-    parse_key_values,
     parse_spark_conf,
     parse_storage_options,
 )
@@ -47,7 +46,8 @@ def rescale(
     operator: Annotated[
         list[str] | None,
         typer.Option(
-            "--operator", help="UID_OR_ID=N: new parallelism of one operator (repeatable)."
+            "--operator",
+            help="UID_NAME_OR_ID=N: new parallelism of one operator (repeatable).",
         ),
     ] = None,
     max_parallelism: Annotated[
@@ -58,7 +58,7 @@ def rescale(
             max=32768,
             help="New max parallelism (number of key groups) of every operator; keys are "
             "re-hashed. Key types: String, Long, Integer, Short, Byte, Boolean, Character, "
-            "Double, Float.",
+            "Double, Float; SQL's RowData; Tuple and Row of the basic types.",
         ),
     ] = None,
     master: MasterOption = DEFAULT_MASTER,
@@ -85,9 +85,7 @@ def rescale(
 
       statectl rescale s3://b/sp -o s3://b/sp-p4 -p 4 --operator enrich=2 --master spark://host:7077
     """
-    overrides = {
-        k: _positive_int(v, k) for k, v in parse_key_values(operator, "--operator").items()
-    }
+    overrides = dict(_operator_override(pair) for pair in operator or ())
     if parallelism is None and not overrides and max_parallelism is None:
         raise typer.BadParameter(
             "give --parallelism, --max-parallelism or at least one --operator UID=N",
@@ -99,6 +97,15 @@ def rescale(
 
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
     plan_and_write("rescale", source, storage_option, flags, plan_with)
+
+
+def _operator_override(pair: str) -> tuple[str, int]:
+    """`UID_NAME_OR_ID=N`, split at the last `=`: operator names may hold one
+    (`GroupAggregate(groupBy=[k], select=[…])` without simplified names)."""
+    name, sep, value = pair.rpartition("=")
+    if not sep or not name:
+        raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--operator")
+    return name, _positive_int(value, name)
 
 
 def _positive_int(value: str, name: str) -> int:

@@ -70,6 +70,17 @@ def read_object_stream(data: bytes) -> list[Any]:
     return objects
 
 
+def read_object(reader: DataReader) -> Any:
+    """One object that its own `ObjectOutputStream` wrote at the reader's position (magic, then
+    the object: `InstantiationUtil.serializeObject`); the reader moves past it."""
+    if reader.read_u16() != STREAM_MAGIC or reader.read_u16() != STREAM_VERSION:
+        raise FormatError(f"not a Java serialization stream at offset {reader.pos - 4}")
+    try:
+        return _Parser(reader).content()
+    except RecursionError:
+        raise FormatError("Java serialization: objects nested too deeply") from None
+
+
 class _Parser:
     def __init__(self, reader: DataReader) -> None:
         self.reader = reader

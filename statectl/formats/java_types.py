@@ -4,8 +4,11 @@ Mirrors Flink's base serializers (`StringSerializer` via `StringValue.writeStrin
 `LongSerializer`, `IntSerializer`, …), `KeyGroupRangeAssignment`, `MathUtils.murmurHash` and
 `CompositeKeySerializationUtils` / `SerializedCompositeKeyBuilder`
 (flink-savepoint-format.md §4.6, §6.1–§6.3, §7). Key types are looked up by the key
-serializer's snapshot class name from the keyed-state header; anything else (tuples, POJOs,
-rows) hashes with user code and is deliberately not covered.
+serializer's snapshot from the keyed-state header: the basic types by class name, Flink SQL's
+`RowData` keys (`BinaryRowData.hashCode()` over the binary row), and `Tuple` / `Row` keys whose
+fields are basic types (their hashCode combines the fields' as `Tuple.hashCode` /
+`RowUtils.deepHashCodeRow` do). Anything else (POJOs, Kryo, …) hashes with user code and is
+deliberately not covered.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import FormatError, UnsupportedError
+from statectl.formats.serializer_snapshots import ROW_LEGACY_MODE, SerializerSnapshot
 
 Buffer = bytes | bytearray | memoryview
 
@@ -124,6 +128,7 @@ class KeyType:
     _read: Callable[[memoryview, int], tuple[Any, int]]
     _write: Callable[[Any], bytes]
     _hash: Callable[[Any], int]
+    fields: tuple[KeyType, ...] = ()  # Tuple / Row keys: the type of each field
 
     def read(self, buf: Buffer, pos: int = 0) -> tuple[Any, int]:
         """(value, end position) of the value serialized at `pos`."""
@@ -148,9 +153,10 @@ class KeyType:
     def key_group(self, value: Any, max_parallelism: int) -> int:
         return assign_to_key_group(self.hash_code(value), max_parallelism)
 
-    def __reduce__(self) -> tuple[Any, tuple[str]]:
-        # Pickled by name (Spark ships plans to workers): the codecs are local functions.
-        return key_type_for_serializer, (self.serializer,)
+    def __reduce__(self) -> tuple[Any, tuple[str, tuple[KeyType, ...]]]:
+        # Pickled by name and fields (Spark ships plans to workers): the codecs are local
+        # functions.
+        return _rebuild_key_type, (self.serializer, self.fields)
 
 
 def _fixed(fmt: str) -> tuple[Callable[[memoryview, int], tuple[Any, int]], Callable[[Any], bytes]]:
@@ -287,6 +293,174 @@ def key_type_for_serializer(class_name: str | None) -> KeyType | None:
     if not class_name:
         return None
     return KEY_TYPES.get(class_name.split("$", 1)[0])
+
+
+# --- RowData, Tuple and Row keys ---------------------------------------------------------------
+
+_TABLE_TYPEUTILS = "org.apache.flink.table.runtime.typeutils."
+_JAVA_RUNTIME = "org.apache.flink.api.java.typeutils.runtime."
+ROW_DATA_SERIALIZER = _TABLE_TYPEUTILS + "RowDataSerializer"
+# Both write a BinaryRowData as i32 size then its bytes (BinaryRowDataSerializer.serialize).
+_ROW_DATA_SERIALIZERS = frozenset(
+    {ROW_DATA_SERIALIZER, _TABLE_TYPEUTILS + "BinaryRowDataSerializer"}
+)
+TUPLE_SERIALIZER = _JAVA_RUNTIME + "TupleSerializer"
+ROW_SERIALIZER = _JAVA_RUNTIME + "RowSerializer"
+_TUPLE_SNAPSHOT = _JAVA_RUNTIME + "TupleSerializerSnapshot"
+_ROW_SNAPSHOT = ROW_SERIALIZER + "$RowSerializerSnapshot"
+MURMUR_SEED = 42  # MurmurHashUtil.DEFAULT_SEED
+_WORDS = struct.Struct("<I")  # MemorySegment.getInt: native order, little-endian in practice
+ROW_KIND_BITS = 2  # RowSerializer (non-legacy): the RowKind's two bits lead the null mask
+
+
+def murmur_mix(h1: int, word: int) -> int:
+    """One round of `MurmurHashUtil.mixK1` then `mixH1` (unsigned 32-bit in, out)."""
+    k1 = (_rotl32((word * 0xCC9E2D51) & _M32, 15) * 0x1B873593) & _M32
+    return (_rotl32(h1 ^ k1, 13) * 5 + 0xE6546B64) & _M32
+
+
+def murmur_fmix(h1: int, length: int) -> int:
+    """`MurmurHashUtil.fmix(h1, length)`, as a signed int."""
+    h1 ^= length
+    h1 ^= h1 >> 16
+    h1 = (h1 * 0x85EBCA6B) & _M32
+    h1 ^= h1 >> 13
+    h1 = (h1 * 0xC2B2AE35) & _M32
+    return _s32(h1 ^ (h1 >> 16))
+
+
+def hash_bytes_by_words(data: Buffer) -> int:
+    """`MurmurHashUtil.hashBytesByWords(segment, 0, len, 42)`, i.e. `BinaryRowData.hashCode()`
+    (BinarySegmentUtils.hashByWords): murmur3 over 4-byte words, seed 42."""
+    if len(data) % 4:
+        raise UnsupportedError(f"a binary row of {len(data)} bytes is not whole 4-byte words")
+    h1 = MURMUR_SEED
+    for (word,) in _WORDS.iter_unpack(data):
+        h1 = murmur_mix(h1, word)
+    return murmur_fmix(h1, len(data))
+
+
+def _read_row_data(view: memoryview, pos: int) -> tuple[bytes, int]:
+    (size,) = struct.unpack_from(">i", view, pos)
+    end = pos + 4 + size
+    if size < 0 or end > len(view):
+        raise ValueError(f"binary row of {size} bytes runs past the end ({len(view) - pos} left)")
+    return bytes(view[pos + 4 : end]), end
+
+
+def _row_data_key_type() -> KeyType:
+    """Flink SQL's keys: `BinaryRowData` (the key selectors copy every key into one), valued
+    here as the row's bytes; its hashCode depends on nothing else (BinarySection)."""
+    return KeyType(
+        "RowData", ROW_DATA_SERIALIZER, None, _read_row_data,
+        lambda row: struct.pack(">i", len(row)) + bytes(row), hash_bytes_by_words,
+    )  # fmt: skip
+
+
+ROW_DATA_KEY_TYPE = _row_data_key_type()
+
+
+def _field_hash(field: KeyType, value: Any) -> int:
+    return 0 if value is None else field.hash_code(value)
+
+
+def tuple_key_type(fields: tuple[KeyType, ...]) -> KeyType:
+    """`TupleSerializer`: the fields one after another; `TupleN.hashCode()` is
+    31·h + hashCode(field) over the fields (0 for a null String)."""
+
+    def read(view: memoryview, pos: int) -> tuple[tuple[Any, ...], int]:
+        values = []
+        for field in fields:
+            value, pos = field._read(view, pos)
+            values.append(value)
+        return tuple(values), pos
+
+    def write(value: tuple[Any, ...]) -> bytes:
+        return b"".join(f.write(v) for f, v in zip(fields, value, strict=True))
+
+    def hash_code(value: tuple[Any, ...]) -> int:
+        h = 0
+        for field, item in zip(fields, value, strict=True):
+            h = (31 * h + _field_hash(field, item)) & _M32
+        return _s32(h)
+
+    lengths = [f.fixed_length for f in fields]
+    fixed = None if None in lengths else sum(x for x in lengths if x is not None)
+    name = f"Tuple{len(fields)}<{', '.join(f.name for f in fields)}>"
+    return KeyType(name, TUPLE_SERIALIZER, fixed, read, write, hash_code, fields)
+
+
+def row_key_type(fields: tuple[KeyType, ...]) -> KeyType:
+    """`RowSerializer` (position based, not legacy mode): a bit mask, most significant bit
+    first, of the RowKind's two bits then one null flag per field (MaskUtils.writeMask), then
+    the non-null fields. Valued as (RowKind byte, fields); hashed as
+    `RowUtils.deepHashCodeRow` (Flink 1.15–2.3): 31·kind + the fields' deepHashCodeArray, i.e.
+    h = 1, then 31·h + (0 | 31 + hashCode(field)) per field (a nested Row: its own hash)."""
+    mask_bytes = (ROW_KIND_BITS + len(fields) + 7) // 8
+
+    def read(view: memoryview, pos: int) -> tuple[tuple[int, tuple[Any, ...]], int]:
+        if len(view) < pos + mask_bytes:
+            raise ValueError("row ends inside its null mask")
+        mask = int.from_bytes(view[pos : pos + mask_bytes], "big")
+        pos += mask_bytes
+        top = 8 * mask_bytes - 1
+        kind = (mask >> top) & 1 | ((mask >> (top - 1)) & 1) << 1
+        values: list[Any] = []
+        for i, field in enumerate(fields):
+            value = None
+            if not (mask >> (top - ROW_KIND_BITS - i)) & 1:
+                value, pos = field._read(view, pos)
+            values.append(value)
+        return (kind, tuple(values)), pos
+
+    def write(value: tuple[int, tuple[Any, ...]]) -> bytes:
+        kind, items = value
+        bits = [kind & 1, kind >> 1 & 1, *(item is None for item in items)]
+        mask = sum(1 << (8 * mask_bytes - 1 - i) for i, bit in enumerate(bits) if bit)
+        body = b"".join(f.write(v) for f, v in zip(fields, items, strict=True) if v is not None)
+        return mask.to_bytes(mask_bytes, "big") + body
+
+    def hash_code(value: tuple[int, tuple[Any, ...]]) -> int:
+        kind, items = value
+        h = 1  # RowUtils.deepHashCodeArray over the fields
+        for field, item in zip(fields, items, strict=True):
+            nested = item is None or field.serializer == ROW_SERIALIZER
+            # a scalar field is hashed as Arrays.deepHashCode(new Object[] {o}) = 31 + hashCode
+            h = (31 * h + _field_hash(field, item) + (0 if nested else 31)) & _M32
+        return _s32(31 * kind + h)
+
+    # Variable length even with fixed-length fields: a null field takes no bytes.
+    name = f"Row<{', '.join(f.name for f in fields)}>"
+    return KeyType(name, ROW_SERIALIZER, None, read, write, hash_code, fields)
+
+
+def key_type_for_snapshot(snapshot: SerializerSnapshot | None) -> KeyType | None:
+    """Key type of a key serializer snapshot (keyed-state header), or None when statectl
+    cannot hash its keys as Java does."""
+    if snapshot is None:
+        return None
+    if snapshot.class_name.split("$", 1)[0] in _ROW_DATA_SERIALIZERS:
+        return ROW_DATA_KEY_TYPE
+    if snapshot.class_name in (_TUPLE_SNAPSHOT, _ROW_SNAPSHOT):
+        found = [key_type_for_snapshot(n) for n in snapshot.nested]
+        fields = tuple(f for f in found if f is not None and f is not ROW_DATA_KEY_TYPE)
+        if not snapshot.parsed or not fields or len(fields) != len(found):
+            return None
+        if snapshot.type_name == ROW_LEGACY_MODE:  # no RowKind bits before the null mask
+            return None
+        tuple_key = snapshot.class_name == _TUPLE_SNAPSHOT
+        return tuple_key_type(fields) if tuple_key else row_key_type(fields)
+    return key_type_for_serializer(snapshot.class_name)
+
+
+def _rebuild_key_type(serializer: str, fields: tuple[KeyType, ...]) -> KeyType | None:
+    if serializer == TUPLE_SERIALIZER:
+        return tuple_key_type(fields)
+    if serializer == ROW_SERIALIZER:
+        return row_key_type(fields)
+    if serializer == ROW_DATA_SERIALIZER:
+        return ROW_DATA_KEY_TYPE
+    return key_type_for_serializer(serializer)
 
 
 # Serialized namespace lengths of common namespace serializers (TypeSerializer.getLength() says

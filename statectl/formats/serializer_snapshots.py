@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from statectl.errors import FormatError
 from statectl.formats.java_io import DataReader, excerpt
+from statectl.formats.java_serialization import read_object
 
 PROXY_VERSION = 2  # TypeSerializerSnapshotSerializationProxy.VERSION
 COMPOSITE_MAGIC = 911108  # CompositeTypeSerializerSnapshot.MAGIC_NUMBER
@@ -31,6 +32,7 @@ _MAX_VERSION = 1 << 16
 _UTF_MIN = 2  # a writeUTF string: its u16 length
 _VERSIONED_MIN = 6  # a versioned snapshot: utf class name, i32 version
 _OPTIONAL_ENTRY_MIN = 4  # utf name, then two bool presence flags
+_JAVA_STREAM_MIN = 5  # a Java serialization stream: magic, version, one tag
 
 _JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 
@@ -244,8 +246,16 @@ def _int_padding(r: DataReader) -> str | None:
 
 
 def _bool_flag(r: DataReader) -> str | None:
-    r.read_bool()  # RowSerializer: legacy mode
+    r.read_bool()
     return None
+
+
+ROW_LEGACY_MODE = "legacy mode"  # the type name of a RowSerializer snapshot without RowKind
+
+
+def _row_kind_flag(r: DataReader) -> str | None:
+    """RowSerializerSnapshot: supportsRowKind; false is the legacy (Flink < 1.11) layout."""
+    return None if r.read_bool() else ROW_LEGACY_MODE
 
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
@@ -307,7 +317,7 @@ _OUTER_PAYLOADS: dict[str, OuterPayload] = {
     _RUNTIME + "TupleSerializerSnapshot": _utf_type,
     _BASE + "GenericArraySerializerSnapshot": _utf_type,
     _RUNTIME + "NullableSerializer$NullableSerializerSnapshot": _int_padding,
-    _RUNTIME + "RowSerializer$RowSerializerSnapshot": _bool_flag,
+    _RUNTIME + "RowSerializer$RowSerializerSnapshot": _row_kind_flag,
     "org.apache.flink.streaming.api.functions.sink.legacy.TwoPhaseCommitSinkFunction"
     "$StateSerializerSnapshot": _bool_flag,
     _TABLE + "typeutils.LinkedListSerializer$LinkedListSerializerSnapshot": _bool_flag,
@@ -408,10 +418,19 @@ def _ttl_aware(r: DataReader, class_name: str, version: int, after: Probe) -> Se
     return SerializerSnapshot(class_name, version, (read_versioned_snapshot(r, after),))
 
 
+def _row_data(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
+    """`RowDataSerializerSnapshot`: arity, each field's LogicalType (Java serialization, one
+    stream each), then the field serializers' snapshots (NestedSerializersSnapshotDelegate)."""
+    for _ in range(_nested_count(r, "row field", _JAVA_STREAM_MIN)):
+        read_object(r)
+    return SerializerSnapshot(class_name, version, _nested(r, after))
+
+
 _PAYLOADS: dict[str, Payload] = {
     _TABLE + "typeutils.DecimalDataSerializer$DecimalSerializerSnapshot": _table_ints(2),
     _TABLE + "typeutils.TimestampDataSerializer$TimestampDataSerializerSnapshot": _table_ints(1),
     _TABLE + "typeutils.BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot": _table_ints(1),
+    _TABLE + "typeutils.RowDataSerializer$RowDataSerializerSnapshot": _row_data,
     _RUNTIME + "PojoSerializerSnapshot": _pojo,
     _RUNTIME + "kryo.KryoSerializerSnapshot": _kryo,
     "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _avro,

@@ -50,7 +50,7 @@ from statectl.formats.java_types import (
     COMPOSITE_KEY_KINDS,
     KeyType,
     key_group_prefix_bytes,
-    key_type_for_serializer,
+    key_type_for_snapshot,
 )
 from statectl.formats.key_groups import check_max_parallelism, key_group_range
 from statectl.formats.metadata import OperatorState, SubtaskState
@@ -627,7 +627,7 @@ class _BlockWalker:
     def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
         """Walk each (key group, block) as the readers do, then check every key's key group."""
         prefix_bytes = key_group_prefix_bytes(self.max_parallelism)
-        key_type = key_type_for_serializer(self.header.key_serializer)
+        key_type = key_type_for_snapshot(self.header.key_serializer_snapshot)
         codecs = entries.codecs_for(self.header)
         for key_group, block in blocks:
             try:

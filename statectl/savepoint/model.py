@@ -83,11 +83,22 @@ class Savepoint:
         return self.metadata.operators
 
     def find_operator(self, name: str) -> OperatorState:
-        """The operator named by uid or by 32-hex operator id; an unknown name lists the known."""
+        """The operator named by uid, by 32-hex operator id, or by its name in the metadata
+        (Flink 2.x writes it; planner-generated SQL operators have a name but no uid); an
+        unknown name lists the known operators, an ambiguous name its candidates."""
         wanted = bytes.fromhex(name) if _HEX_ID.match(name) else operator_id_for_uid(name)
         for op in self.operators:
             if op.operator_id == wanted or (op.uid is not None and op.uid == name):
                 return op
+        named = [op for op in self.operators if op.name == name]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            candidates = ", ".join(describe_operator(op) for op in named)
+            raise StatectlError(
+                f"operator name {name!r} is ambiguous; candidates: {candidates}",
+                self.directory.url,
+            )
         known = ", ".join(describe_operator(op) for op in self.operators)
         raise StatectlError(
             f"unknown operator {name!r}; known operators: {known}", self.directory.url

@@ -40,6 +40,7 @@ HERE = Path(__file__).resolve().parent
 CACHE = REPO / ".cache" / "flink"
 SOURCES = HERE / "src"
 COMPAT_SOURCES = HERE / "compat" / "src"
+SQL_SOURCES = HERE / "sql" / "src"
 LOG4J_CONFIG = HERE / "log4j2.properties"
 FIXTURES = REPO / "tests" / "fixtures"
 FLINK_VERSION = "2.3.0"
@@ -179,13 +180,26 @@ def _sources(root: Path = SOURCES) -> list[Path]:
     return sorted(root.rglob("*.java"))
 
 
-def _compile(root: Path, version: str, prefix: str) -> Path:
-    """javac of every source under `root` against Flink `version`, into
-    .cache/flink/<prefix><hash of the sources and the version>; recompiled only when those change."""
-    jars = classpath_jars(version)
+def table_jars(version: str = FLINK_VERSION) -> list[Path]:
+    """The Table API / SQL jars the wheel puts beside flink-dist (lib/): API, runtime, the
+    planner loader (it unpacks the planner into java.io.tmpdir at first use) and flink-cep."""
+    lib = ensure_flink(version)
+    names = ("flink-table-api-java-uber", "flink-table-runtime", "flink-table-planner-loader", "flink-cep")  # fmt: skip
+    return [lib / f"{name}-{version}.jar" for name in names]
+
+
+def _compile(
+    root: Path, version: str, prefix: str, extra_roots: tuple[Path, ...] = (),
+    extra_jars: tuple[Path, ...] = (),
+) -> Path:  # fmt: skip
+    """javac of every source under `root` (and `extra_roots`) against Flink `version` (and
+    `extra_jars`), into .cache/flink/<prefix><hash of the sources and the version>; recompiled
+    only when those change."""
+    jars = [*classpath_jars(version), *extra_jars]
     digest = hashlib.sha256(version.encode())
-    for source in _sources(root):
-        digest.update(str(source.relative_to(root)).encode() + b"\0")
+    sources = [(r, source) for r in (root, *extra_roots) for source in _sources(r)]
+    for base, source in sources:
+        digest.update(str(source.relative_to(base)).encode() + b"\0")
         digest.update(source.read_bytes() + b"\0")
     out = CACHE / f"{prefix}{digest.hexdigest()[:16]}"
     if (out / ".complete").exists():
@@ -198,7 +212,7 @@ def _compile(root: Path, version: str, prefix: str) -> Path:
         staging.mkdir(parents=True)
         cmd = [
             _tool("javac"), "-encoding", "UTF-8", "-nowarn", "-Xlint:none", "-d", str(staging),
-            "-cp", os.pathsep.join(map(str, jars)), *map(str, _sources(root)),
+            "-cp", os.pathsep.join(map(str, jars)), *(str(source) for _, source in sources),
         ]  # fmt: skip
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
@@ -213,6 +227,12 @@ def _compile(root: Path, version: str, prefix: str) -> Path:
 def compile_jobs(version: str = FLINK_VERSION) -> Path:
     """The compiled test programs: .cache/flink/classes-<hash of sources and Flink version>."""
     return _compile(SOURCES, version, "classes-")
+
+
+def compile_sql(version: str = FLINK_VERSION) -> Path:
+    """The test programs plus the SQL jobs (tests/flink/sql/src), compiled against the Table API
+    jars too: .cache/flink/sql-classes-<hash>."""
+    return _compile(SOURCES, version, "sql-classes-", (SQL_SOURCES,), tuple(table_jars(version)))
 
 
 def compile_compat(version: str) -> Path:
@@ -238,6 +258,7 @@ def _run_java(
     echo: bool = False,
     version: str = FLINK_VERSION,
     classes: Path | None = None,
+    extra_jars: list[Path] | None = None,
 ) -> str:
     """Runs `main` (a class of MAIN_PACKAGE, or fully qualified) on Flink `version`'s jars."""
     classes = classes or compile_jobs(version)
@@ -246,7 +267,7 @@ def _run_java(
     cmd = [
         _tool("java"), *JVM_OPTIONS, f"-Dlog4j.configurationFile={LOG4J_CONFIG}",
         f"-Dstatectl.flink.log={log}", "-Dlog4j2.disable.jmx=true",
-        "-cp", os.pathsep.join([str(classes), *map(str, classpath_jars(version))]),
+        "-cp", os.pathsep.join([str(classes), *map(str, classpath_jars(version) + (extra_jars or []))]),
         main_class, *args,
     ]  # fmt: skip
     proc = subprocess.run(
@@ -392,6 +413,52 @@ def restore_windows(requests: list[RestoreRequest]) -> list[dict[str, Any]]:
             "WindowJob", ["restore", str(out), str(request_file)], timeout=300 + 60 * len(items)
         )
         return json.loads(out.read_text())
+
+
+# --------------------------------------------------------------------------- SQL jobs
+
+
+def _run_sql(args: list[str], timeout: float) -> str:
+    return _run_java(
+        "SqlJob", args, timeout=timeout, classes=compile_sql(), extra_jars=table_jars()
+    )
+
+
+def sql_savepoints(specs: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    """SqlJob's savepoints (tests/flink/sql/src), one per spec name {backend, format,
+    parallelism, max_parallelism}, written in one JVM and cached under
+    .cache/flink/sql-savepoints-<hash of the sources>/<name>/; returns each manifest.json (with
+    `before`, the rows emitted before the savepoint, and `full`, those of an uninterrupted run)."""
+    root = CACHE / compile_sql().name.replace("sql-classes-", "sql-savepoints-")
+    manifests = {name: root / name / "manifest.json" for name in specs}
+    missing = [name for name, manifest in manifests.items() if not manifest.is_file()]
+    if missing:
+        with _lock("sql-savepoints"), tempfile.TemporaryDirectory(prefix="statectl-sql-") as tmp:
+            staging = {name: Path(tmp) / name for name in missing}
+            items = [{**specs[name], "out": str(staging[name])} for name in missing]
+            (Path(tmp) / "specs.json").write_text(json.dumps(items, indent=1))
+            _run_sql(["write", str(Path(tmp) / "specs.json")], timeout=300 + 120 * len(items))
+            for name in missing:
+                shutil.rmtree(root / name, ignore_errors=True)
+                root.mkdir(parents=True, exist_ok=True)
+                shutil.copytree(staging[name], root / name)
+    return manifests
+
+
+def restore_sql(requests: list[RestoreRequest]) -> list[dict[str, Any]]:
+    """Restores each request into SqlJob (one JVM), feeds the second batch and returns per
+    request {"ok", "error", "rows"}: the sorted "query|changelog row" lines it emitted."""
+    items = [
+        {"path": str(Path(r.path).resolve()), "parallelism": r.parallelism,
+         "backend": r.backend or "hashmap", "max_parallelism": r.max_parallelism or -1}
+        for r in requests
+    ]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="statectl-sql-") as tmp:
+        request_file, out = Path(tmp) / "requests.json", Path(tmp) / "results.json"
+        request_file.write_text(json.dumps(items, indent=1))
+        _run_sql(["restore", str(out), str(request_file)], timeout=300 + 60 * len(items))
+        results: list[dict[str, Any]] = json.loads(out.read_text())
+        return results
 
 
 # --------------------------------------------------------------------------- older Flink versions

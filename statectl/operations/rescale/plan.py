@@ -459,9 +459,10 @@ def _rehashable_key_type(
 ) -> java_types.KeyType:
     """The key type of the header's key serializer; `source` names the file it came from."""
     where = describe_operator(op)
-    key_type = java_types.key_type_for_serializer(info.key_serializer)
+    key_type = java_types.key_type_for_snapshot(info.key_serializer_snapshot)
     if key_type is None:
-        supported = ", ".join(t.name for t in java_types.KEY_TYPES.values())
+        basic = ", ".join(t.name for t in java_types.KEY_TYPES.values())
+        supported = f"{basic}, RowData, and Tuple or Row of the basic types"
         raise UnsupportedError(
             f"operator {where}: keys serialized by {info.key_serializer or 'an unknown serializer'}"
             f" cannot be re-hashed for a new max parallelism (supported key types: {supported})",
