@@ -28,7 +28,7 @@ from statectl.operations.rescale.execute import (
     write_rekeyed,
 )
 from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
-from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_records
+from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_chunks
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
@@ -238,24 +238,29 @@ def rekey(
 ) -> list[Result]:
     """Re-hash every entry of `operators` and write one keyed file per new subtask.
 
-    The engine's shuffle: each source (an old file slice or RocksDB instance) emits its entries
-    keyed by (new subtask, key group, state id, key); partitions are the new subtasks of all
-    operators, and each is streamed, sorted, into its file.
+    The engine's shuffle: each source (an old file slice or RocksDB instance) emits chunks of
+    entries keyed by (new subtask, key group, source, batch); partitions are the new subtasks
+    of all operators, and each is streamed, sorted, into its file. The key orders chunks of a
+    key group by source and batch, so both engines write the same bytes.
     """
     bases = list(itertools.accumulate((op.parallelism for op in operators), initial=0))
-    sources = [(bases[n], op, source) for n, op in enumerate(operators) for source in op.sources]
+    sources = [
+        (bases[n], number, op, source)
+        for n, op in enumerate(operators)
+        for number, source in enumerate(op.sources)
+    ]
 
-    def records(item: tuple[int, RekeyOperator, RekeySource]) -> Iterator[Any]:
-        base, operator, source = item
+    def records(item: tuple[int, int, RekeyOperator, RekeySource]) -> Iterator[Any]:
+        base, number, operator, source = item
         old_max = operator.regrouper.old_max_parallelism
-        for (subtask, *rest), value in shuffle_records(operator, source, old_max):
-            yield (base + subtask, *rest), value
+        for (subtask, key_group, batch), chunk in shuffle_chunks(operator, source, old_max):
+            yield (base + subtask, key_group, number, batch), chunk
 
     def write(partition: int, records: Iterator[Any]) -> Result:
         n = bisect.bisect_right(bases, partition) - 1
-        entries = ((kg, state_id, key, value) for (_, kg, state_id, key), value in records)
+        chunks = ((key_group, chunk) for (_, key_group, _, _), chunk in records)
         return write_rekeyed(
-            operators[n], partition - bases[n], entries, output_url, storage_options
+            operators[n], partition - bases[n], chunks, output_url, storage_options
         )
 
     return engine.sort_partitions(sources, records, bases[-1], write)

@@ -6,18 +6,26 @@ header, Java `hashCode`, `MathUtils.murmurHash`, modulo the new max parallelism.
 prefix is rewritten (1 byte up to 128 key groups, else 2) and entries are regrouped into new
 blocks with flags and end marks recomputed. Namespaces, user keys and values stay bytes.
 
-This module is the per-entry work, without Spark; `job.rekey` shuffles the entries
-by (new subtask, key group, state, key) and `execute.write_rekeyed` writes each new file.
+This module is the work on the sources' side, without Spark, in batches: a batch holds the
+entries of several old blocks in one buffer, their key groups are computed at once
+(`formats.key_hashing`), and it leaves as one shuffle record per new key group (a `Chunk`:
+the group's entries, re-prefixed, as one byte string). `job.rekey` shuffles the chunks by
+(new subtask, key group, source, batch) and `execute.write_rekeyed` writes each new file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import itertools
+import struct
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+
 from statectl.errors import StatectlError
-from statectl.formats import keyed_blocks, state_headers
+from statectl.formats import key_hashing, keyed_blocks, state_headers
 from statectl.formats.java_types import (
     KeyType,
     assign_to_key_group,
@@ -30,8 +38,30 @@ from statectl.savepoint.model import StateStream
 
 TIMER_TIMESTAMP_BYTES = 8  # TimerSerializer writes the timestamp before the key
 
-# (key group, state id, key, value): one entry of the new savepoint.
-RekeyedEntry = tuple[int, int, bytes, bytes]
+_BATCH_BYTES = 8 << 20  # entries hashed together: big enough to amortise numpy, small in memory
+_I32 = struct.Struct(">i")
+
+Int64s = npt.NDArray[np.int64]
+
+# One new key group's entries from one batch: `payload` holds them as a block holds them
+# (`i32 keyLen, key, i32 valueLen, value`, new prefix, no flags); `runs` is
+# (state id, start, end, position of the key's first byte of the run's last entry) per state.
+Chunk = tuple[bytes, tuple[tuple[int, int, int, int], ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class EntryBatch:
+    """Entries of old blocks in one buffer: key i is data[key_starts[i]:key_ends[i]] (flag
+    bit possibly set), its value runs from key_ends[i] + 4 to value_ends[i]."""
+
+    data: bytes
+    state_ids: Int64s  # ids of the new header
+    key_starts: Int64s
+    key_ends: Int64s
+    value_ends: Int64s
+
+    def __len__(self) -> int:
+        return len(self.key_starts)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +81,19 @@ class KeyRegrouper:
         key_group = assign_to_key_group(self.key_type.hash_code(value), self.max_parallelism)
         new_prefix = key_group_prefix_bytes(self.max_parallelism)
         return key_group, with_key_group(key, old_prefix, key_group, new_prefix)
+
+    def key_groups(self, batch: EntryBatch) -> Int64s:
+        """The new key group of every entry of `batch`, computed at once."""
+        timers = np.isin(batch.state_ids, np.fromiter(self.timer_states, np.int64))
+        offsets = key_group_prefix_bytes(self.old_max_parallelism) + TIMER_TIMESTAMP_BYTES * timers
+        return key_hashing.key_groups(
+            self.key_type,
+            batch.data,
+            batch.key_starts,
+            batch.key_ends,
+            offsets,
+            self.max_parallelism,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,51 +150,204 @@ class RekeyOperator:
 # --- reading and re-hashing --------------------------------------------------------------
 
 
-def source_entries(
-    source: RekeySource, old_max_parallelism: int
-) -> Iterator[tuple[int, bytes, bytes]]:
-    """(new-header state id, key, value) of every entry of a source; keys without the flag."""
+def source_batches(source: RekeySource, old_max_parallelism: int) -> Iterator[EntryBatch]:
+    """The entries of a source in batches of about `_BATCH_BYTES`."""
     if isinstance(source, NativeSource):
-        yield from _native_entries(source, old_max_parallelism)
-        return
+        return _native_batches(source, old_max_parallelism)
+    return _canonical_batches(source)
+
+
+def _canonical_batches(source: CanonicalSource) -> Iterator[EntryBatch]:
+    """Old blocks read a run of them at a time (one storage read per run), entries located
+    without copying them."""
     mapping = dict(source.state_id_map or ())
-    for span in source.spans:
-        block = source.stream.read(span.start, span.end)
-        try:
-            for entry in keyed_blocks.iter_entries(block, source.compressed, source.num_states):
-                yield mapping.get(entry.state_id, entry.state_id), entry.key, entry.value
-        except StatectlError as exc:
-            raise exc.with_source(
-                f"{source.stream.description} (key group {span.key_group})"
-            ) from None
+    batch = _BatchBuilder()
+    for spans in _contiguous(source.spans, _BATCH_BYTES):
+        run = memoryview(source.stream.read(spans[0].start, spans[-1].end))
+        for span in spans:
+            block = run[span.start - spans[0].start : span.end - spans[0].start]
+            try:
+                raw = keyed_blocks.raw_block(block, source.compressed)
+                found = keyed_blocks.entry_positions(raw, source.num_states, batch.size)
+            except StatectlError as exc:
+                raise exc.with_source(
+                    f"{source.stream.description} (key group {span.key_group})"
+                ) from None
+            batch.add(raw, found, mapping)
+        if batch.size >= _BATCH_BYTES:
+            yield batch.build()
+            batch = _BatchBuilder()
+    if batch.size:
+        yield batch.build()
 
 
-def _native_entries(
-    source: NativeSource, old_max_parallelism: int
-) -> Iterator[tuple[int, bytes, bytes]]:
+def _contiguous(
+    spans: Sequence[keyed_blocks.BlockSpan], max_bytes: int
+) -> Iterator[list[keyed_blocks.BlockSpan]]:
+    """Runs of adjacent blocks of at most `max_bytes` (or one larger block)."""
+    run: list[keyed_blocks.BlockSpan] = []
+    for span in spans:
+        if run and (span.start != run[-1].end or span.end - run[0].start > max_bytes):
+            yield run
+            run = []
+        run.append(span)
+    if run:
+        yield run
+
+
+class _BatchBuilder:
+    def __init__(self) -> None:
+        self.parts: list[Any] = []
+        self.size = 0
+        self.key_starts: list[int] = []
+        self.key_ends: list[int] = []
+        self.value_ends: list[int] = []
+        self.state_ids: list[int] = []
+        self.run_lengths: list[int] = []
+
+    def add(self, raw: Any, found: keyed_blocks.EntryPositions, mapping: dict[int, int]) -> None:
+        self.parts.append(raw)
+        self.size += len(raw)
+        self.key_starts += found.key_starts
+        self.key_ends += found.key_ends
+        self.value_ends += found.value_ends
+        for state_id, count in found.runs:
+            self.state_ids.append(mapping.get(state_id, state_id))
+            self.run_lengths.append(count)
+
+    def build(self) -> EntryBatch:
+        return EntryBatch(
+            b"".join(self.parts),
+            np.repeat(np.array(self.state_ids, np.int64), self.run_lengths),
+            np.array(self.key_starts, np.int64),
+            np.array(self.key_ends, np.int64),
+            np.array(self.value_ends, np.int64),
+        )
+
+
+def _native_batches(source: NativeSource, old_max_parallelism: int) -> Iterator[EntryBatch]:
+    """RocksDB rows, laid out as block entries are."""
     owned = source.instance.key_groups
     if owned is None:
         return
     prefix_bytes = key_group_prefix_bytes(old_max_parallelism)
     with native.opened(source.instance) as db:
         for name, state_id in source.states:
-            for key, value in db.rows(name, owned[0], owned[1], prefix_bytes):
-                yield state_id, bytes(key), bytes(value)
+            rows = db.rows(name, owned[0], owned[1], prefix_bytes)
+            while True:
+                batch = _rows_batch(itertools.islice(rows, 1 << 16), state_id)
+                if batch is None:
+                    break
+                yield batch
 
 
-def shuffle_records(
+def _rows_batch(rows: Iterator[Any], state_id: int) -> EntryBatch | None:
+    buffer = bytearray()
+    key_starts, key_ends, value_ends = [], [], []
+    pack = _I32.pack
+    for key, value in rows:
+        buffer += pack(len(key))
+        key_starts.append(len(buffer))
+        buffer += key
+        key_ends.append(len(buffer))
+        buffer += pack(len(value))
+        buffer += value
+        value_ends.append(len(buffer))
+    if not key_starts:
+        return None
+    return EntryBatch(
+        bytes(buffer),
+        np.full(len(key_starts), state_id, np.int64),
+        np.array(key_starts, np.int64),
+        np.array(key_ends, np.int64),
+        np.array(value_ends, np.int64),
+    )
+
+
+def shuffle_chunks(
     operator: RekeyOperator, source: RekeySource, old_max_parallelism: int
-) -> Iterator[tuple[tuple[int, int, int, bytes], bytes]]:
-    """((new subtask, new key group, state id, key), value) for the shuffle of every entry."""
-    regroup = operator.regrouper.regroup
-    max_parallelism, parallelism = operator.max_parallelism, operator.parallelism
-    for state_id, key, value in source_entries(source, old_max_parallelism):
+) -> Iterator[tuple[tuple[int, int, int], Chunk]]:
+    """((new subtask, new key group, batch number), chunk) for the shuffle, per batch of the
+    source and key group found in it."""
+    for number, batch in enumerate(source_batches(source, old_max_parallelism)):
         try:
-            key_group, new_key = regroup(state_id, key)
+            key_groups = operator.regrouper.key_groups(batch)
         except StatectlError as exc:
             raise exc.with_source(_description(source)) from None
-        subtask = operator_index_for_key_group(max_parallelism, parallelism, key_group)
-        yield (subtask, key_group, state_id, new_key), value
+        for key_group, chunk in rekey_batch(operator, batch, key_groups):
+            subtask = operator_index_for_key_group(
+                operator.max_parallelism, operator.parallelism, key_group
+            )
+            yield (subtask, key_group, number), chunk
+
+
+def rekey_batch(
+    operator: RekeyOperator, batch: EntryBatch, key_groups: Int64s
+) -> Iterator[tuple[int, Chunk]]:
+    """The batch's entries with their new prefixes, sorted by (key group, state id) — stable,
+    so entries keep their order within a state — as one chunk per key group."""
+    if not len(batch):
+        return
+    order = np.lexsort((batch.state_ids, key_groups))
+    groups, states = key_groups[order], batch.state_ids[order]
+    payload, starts, lengths = _reprefixed(operator.regrouper, batch, order, groups)
+    # State runs: where (key group, state id) changes in sorted order.
+    edges = np.flatnonzero((groups[1:] != groups[:-1]) | (states[1:] != states[:-1])) + 1
+    firsts = np.concatenate(([0], edges))
+    lasts = np.concatenate((edges, [len(order)])) - 1
+    run_starts = starts[firsts]
+    run_ends = starts[lasts] + lengths[lasts]
+    flags = starts[lasts] + 4
+    run_groups = groups[firsts].tolist()
+    runs = zip(
+        states[firsts].tolist(), run_starts.tolist(), run_ends.tolist(), flags.tolist(), strict=True
+    )
+    for key_group, group_runs in itertools.groupby(
+        zip(run_groups, runs, strict=True), key=lambda pair: pair[0]
+    ):
+        chunk_runs = [run for _, run in group_runs]
+        base, end = chunk_runs[0][1], chunk_runs[-1][2]
+        relative = tuple((sid, a - base, b - base, f - base) for sid, a, b, f in chunk_runs)
+        yield key_group, (payload[base:end], relative)
+
+
+def _reprefixed(
+    regrouper: KeyRegrouper, batch: EntryBatch, order: Int64s, groups: Int64s
+) -> tuple[bytes, Int64s, Int64s]:
+    """The entries in `order`, each with its new key-group prefix (and no flag), as one byte
+    string; and where each entry starts in it, and its length."""
+    old_prefix = key_group_prefix_bytes(regrouper.old_max_parallelism)
+    new_prefix = key_group_prefix_bytes(regrouper.max_parallelism)
+    data = batch.data
+    key_starts = batch.key_starts[order]
+    body_starts = key_starts + old_prefix  # the key after its prefix, then the value
+    value_ends = batch.value_ends[order]
+    lengths = value_ends - body_starts + 4 + new_prefix
+    starts = np.cumsum(lengths) - lengths
+    if new_prefix == old_prefix:  # whole entries, then the prefixes overwritten in place
+        slices = map(slice, (key_starts - 4).tolist(), value_ends.tolist())
+        joined = bytearray().join(map(data.__getitem__, slices))
+    else:  # a length and prefix of the new width, then the rest of the entry
+        key_lengths = batch.key_ends[order] - key_starts - old_prefix + new_prefix
+        heads = np.zeros((len(order), 4 + new_prefix), np.uint8)
+        heads[:, :4] = key_lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
+        head_bytes = heads.tobytes()
+        width = 4 + new_prefix
+        head_slices = map(
+            slice, range(0, len(head_bytes), width), range(width, len(head_bytes) + 1, width)
+        )
+        body_slices = map(slice, body_starts.tolist(), value_ends.tolist())
+        pieces = zip(
+            map(head_bytes.__getitem__, head_slices),
+            map(data.__getitem__, body_slices),
+            strict=True,
+        )
+        joined = bytearray().join(itertools.chain.from_iterable(pieces))
+    out = np.frombuffer(joined, np.uint8)
+    prefix_at = starts + 4
+    for n in range(new_prefix):  # big-endian key group
+        out[prefix_at + n] = (groups >> (8 * (new_prefix - 1 - n))) & 0xFF
+    return bytes(joined), starts, lengths
 
 
 def _description(source: RekeySource) -> str:
