@@ -190,25 +190,25 @@ def _string_kernel(
 def _polynomial(
     buffer: Bytes, starts: Int64s, counts: Int64s
 ) -> tuple[UInt32s, npt.NDArray[np.bool_]]:
-    """31-polynomial hash of each byte run, and whether all its bytes are ASCII."""
-    total = int(counts.sum())
+    """31-polynomial hash of each byte run, and whether all its bytes are ASCII: runs of one
+    length at a time, as a matrix of their bytes (keys of a job tend to few lengths)."""
     hashes = np.zeros(len(starts), np.uint32)
     ascii_only = np.ones(len(starts), np.bool_)
-    if total == 0:
+    if not len(starts):
         return hashes, ascii_only
-    firsts = np.cumsum(counts) - counts  # where each run starts among the gathered bytes
-    along = np.arange(total, dtype=np.int64)
-    owner_shift = np.repeat(starts - firsts, counts)
-    units = buffer[along + owner_shift].astype(np.uint64)
-    exponents = np.repeat(firsts + counts - 1, counts) - along
-    powers = np.full(int(counts.max()), 31, np.uint64)
+    powers = np.full(int(counts.max()) + 1, 31, np.uint64)
     powers[0] = 1
-    powers = np.cumprod(powers)  # wraps modulo 2^64: the low 32 bits are exact
-    nonempty = np.flatnonzero(counts > 0)
-    sums = np.add.reduceat(units * powers[exponents], firsts[nonempty])
-    hashes[nonempty] = (sums & _M32).astype(np.uint32)
-    highest = np.maximum.reduceat(units, firsts[nonempty])
-    ascii_only[nonempty] = highest < 0x80
+    powers = np.cumprod(powers)[::-1]  # 31^(L-1) … 1 for the last L; wraps modulo 2^64
+    order = np.argsort(counts, kind="stable")
+    sorted_counts = counts[order]
+    edges = np.flatnonzero(np.diff(sorted_counts)) + 1
+    for rows in np.split(order, edges):
+        length = int(counts[rows[0]])
+        if length == 0:
+            continue
+        matrix = buffer[starts[rows, None] + np.arange(length)]
+        hashes[rows] = ((matrix * powers[-length:]).sum(axis=1) & _M32).astype(np.uint32)
+        ascii_only[rows] = ~(matrix & 0x80).any(axis=1)
     return hashes, ascii_only
 
 

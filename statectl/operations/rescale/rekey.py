@@ -25,7 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from statectl.errors import StatectlError
-from statectl.formats import key_hashing, keyed_blocks, state_headers
+from statectl.formats import entry_scan, key_hashing, keyed_blocks, state_headers
 from statectl.formats.java_types import (
     KeyType,
     assign_to_key_group,
@@ -154,10 +154,10 @@ def source_batches(source: RekeySource, old_max_parallelism: int) -> Iterator[En
     """The entries of a source in batches of about `_BATCH_BYTES`."""
     if isinstance(source, NativeSource):
         return _native_batches(source, old_max_parallelism)
-    return _canonical_batches(source)
+    return _canonical_batches(source, key_group_prefix_bytes(old_max_parallelism))
 
 
-def _canonical_batches(source: CanonicalSource) -> Iterator[EntryBatch]:
+def _canonical_batches(source: CanonicalSource, prefix_bytes: int) -> Iterator[EntryBatch]:
     """Old blocks read a run of them at a time (one storage read per run), entries located
     without copying them."""
     mapping = dict(source.state_id_map or ())
@@ -168,7 +168,9 @@ def _canonical_batches(source: CanonicalSource) -> Iterator[EntryBatch]:
             block = run[span.start - spans[0].start : span.end - spans[0].start]
             try:
                 raw = keyed_blocks.raw_block(block, source.compressed)
-                found = keyed_blocks.entry_positions(raw, source.num_states, batch.size)
+                found = entry_scan.locate(
+                    raw, span.key_group, prefix_bytes, source.num_states, batch.size
+                )
             except StatectlError as exc:
                 raise exc.with_source(
                     f"{source.stream.description} (key group {span.key_group})"
@@ -199,30 +201,24 @@ class _BatchBuilder:
     def __init__(self) -> None:
         self.parts: list[Any] = []
         self.size = 0
-        self.key_starts: list[int] = []
-        self.key_ends: list[int] = []
-        self.value_ends: list[int] = []
+        self.positions: list[entry_scan.Positions] = []
         self.state_ids: list[int] = []
         self.run_lengths: list[int] = []
 
-    def add(self, raw: Any, found: keyed_blocks.EntryPositions, mapping: dict[int, int]) -> None:
+    def add(self, raw: Any, found: entry_scan.Positions, mapping: dict[int, int]) -> None:
         self.parts.append(raw)
         self.size += len(raw)
-        self.key_starts += found.key_starts
-        self.key_ends += found.key_ends
-        self.value_ends += found.value_ends
-        for state_id, count in found.runs:
+        self.positions.append(found)
+        for state_id, count in found[3]:
             self.state_ids.append(mapping.get(state_id, state_id))
             self.run_lengths.append(count)
 
     def build(self) -> EntryBatch:
-        return EntryBatch(
-            b"".join(self.parts),
-            np.repeat(np.array(self.state_ids, np.int64), self.run_lengths),
-            np.array(self.key_starts, np.int64),
-            np.array(self.key_ends, np.int64),
-            np.array(self.value_ends, np.int64),
+        key_starts, key_ends, value_ends = (
+            np.concatenate([found[n] for found in self.positions]) for n in range(3)
         )
+        state_ids = np.repeat(np.array(self.state_ids, np.int64), self.run_lengths)
+        return EntryBatch(b"".join(self.parts), state_ids, key_starts, key_ends, value_ends)
 
 
 def _native_batches(source: NativeSource, old_max_parallelism: int) -> Iterator[EntryBatch]:
@@ -311,43 +307,60 @@ def rekey_batch(
         yield key_group, (payload[base:end], relative)
 
 
+_SLICED_ENTRY_BYTES = 96  # larger entries are cheaper to join as slices than to gather by byte
+
+
 def _reprefixed(
     regrouper: KeyRegrouper, batch: EntryBatch, order: Int64s, groups: Int64s
 ) -> tuple[bytes, Int64s, Int64s]:
-    """The entries in `order`, each with its new key-group prefix (and no flag), as one byte
-    string; and where each entry starts in it, and its length."""
+    """The entries in `order`, each with its new key length and key-group prefix (no flag),
+    as one byte string; and where each entry starts in it, and its length."""
     old_prefix = key_group_prefix_bytes(regrouper.old_max_parallelism)
     new_prefix = key_group_prefix_bytes(regrouper.max_parallelism)
-    data = batch.data
     key_starts = batch.key_starts[order]
     body_starts = key_starts + old_prefix  # the key after its prefix, then the value
-    value_ends = batch.value_ends[order]
-    lengths = value_ends - body_starts + 4 + new_prefix
+    body_lengths = batch.value_ends[order] - body_starts
+    width = 4 + new_prefix
+    lengths = body_lengths + width
     starts = np.cumsum(lengths) - lengths
-    if new_prefix == old_prefix:  # whole entries, then the prefixes overwritten in place
-        slices = map(slice, (key_starts - 4).tolist(), value_ends.tolist())
-        joined = bytearray().join(map(data.__getitem__, slices))
-    else:  # a length and prefix of the new width, then the rest of the entry
-        key_lengths = batch.key_ends[order] - key_starts - old_prefix + new_prefix
-        heads = np.zeros((len(order), 4 + new_prefix), np.uint8)
-        heads[:, :4] = key_lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
-        head_bytes = heads.tobytes()
-        width = 4 + new_prefix
+    heads = np.zeros((len(order), width), np.uint8)
+    key_lengths = batch.key_ends[order] - key_starts - old_prefix + new_prefix
+    heads[:, :4] = key_lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
+    for n in range(new_prefix):  # big-endian key group
+        heads[:, 4 + n] = (groups >> (8 * (new_prefix - 1 - n))) & 0xFF
+    if body_lengths.mean() > _SLICED_ENTRY_BYTES:
+        head_bytes, data = heads.tobytes(), batch.data
         head_slices = map(
             slice, range(0, len(head_bytes), width), range(width, len(head_bytes) + 1, width)
         )
-        body_slices = map(slice, body_starts.tolist(), value_ends.tolist())
+        body_slices = map(slice, body_starts.tolist(), (body_starts + body_lengths).tolist())
         pieces = zip(
             map(head_bytes.__getitem__, head_slices),
             map(data.__getitem__, body_slices),
             strict=True,
         )
-        joined = bytearray().join(itertools.chain.from_iterable(pieces))
-    out = np.frombuffer(joined, np.uint8)
-    prefix_at = starts + 4
-    for n in range(new_prefix):  # big-endian key group
-        out[prefix_at + n] = (groups >> (8 * (new_prefix - 1 - n))) & 0xFF
-    return bytes(joined), starts, lengths
+        return b"".join(itertools.chain.from_iterable(pieces)), starts, lengths
+    source = np.concatenate((np.frombuffer(batch.data, np.uint8), heads.ravel()))
+    range_starts = np.empty(2 * len(order), np.int64)
+    range_starts[0::2] = len(batch.data) + width * np.arange(len(order))
+    range_starts[1::2] = body_starts
+    range_lengths = np.empty(2 * len(order), np.int64)
+    range_lengths[0::2] = width
+    range_lengths[1::2] = body_lengths
+    return _gather(source, range_starts, range_lengths).tobytes(), starts, lengths
+
+
+def _gather(
+    source: npt.NDArray[np.uint8], starts: Int64s, lengths: Int64s
+) -> npt.NDArray[np.uint8]:
+    """The byte ranges [starts[i], starts[i] + lengths[i]) of `source`, concatenated; every
+    length above 0. One index per byte: its predecessor's plus one, or a jump at a range start."""
+    index_type = np.int32 if len(source) < 1 << 31 else np.int64
+    steps = np.ones(int(lengths.sum()), index_type)
+    firsts = np.cumsum(lengths) - lengths
+    steps[0] = starts[0]
+    steps[firsts[1:]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
+    return source[np.cumsum(steps, dtype=index_type)]
 
 
 def _description(source: RekeySource) -> str:
