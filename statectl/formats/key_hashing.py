@@ -178,7 +178,7 @@ def _string_kernel(
     length = np.where(one_byte, first, (first & 0x7F) | (second.astype(np.int64) << 7))
     body = positions + np.where(one_byte, 1, 2)
     count = length - 1
-    done = (one_byte | two_bytes) & (count >= 0) & (body + count <= ends)
+    done: npt.NDArray[np.bool_] = (one_byte | two_bytes) & (count >= 0) & (body + count <= ends)
     starts, counts = body[done], count[done]
     hashes, ascii_only = _polynomial(buffer, starts, counts)
     chosen = np.flatnonzero(done)

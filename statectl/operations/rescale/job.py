@@ -28,7 +28,7 @@ from statectl.operations.rescale.execute import (
     write_rekeyed,
 )
 from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
-from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_chunks
+from statectl.operations.rescale.rekey import RekeyOperator, RekeySource
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
@@ -243,6 +243,8 @@ def rekey(
     of all operators, and each is streamed, sorted, into its file. The key orders chunks of a
     key group by source and batch, so both engines write the same bytes.
     """
+    from statectl.operations.rescale.rekey_batches import shuffle_chunks  # numpy: re-hash only
+
     bases = list(itertools.accumulate((op.parallelism for op in operators), initial=0))
     sources = [
         (bases[n], number, op, source)
