@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, choose_engine, total_work
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.operations.rescale.execute import (
@@ -33,6 +34,7 @@ from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
 from statectl.savepoint.relocate import CopyNames, carry_over
+from statectl.savepoint.storage import locate
 
 
 @dataclass(frozen=True)
@@ -164,6 +166,25 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
     )
 
 
+def prepare_engine(
+    source: str,
+    destination: str,
+    master: str = "local[*]",
+    spark_conf: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Engine | None:
+    """The engine a rescale from `source` to `destination` runs on, already starting in the
+    background: Spark's start then overlaps reading `_metadata` and planning. None for
+    locations that cannot be opened (the reader reports them, as without this)."""
+    try:
+        locations = (locate(source, storage_options), locate(destination, storage_options))
+    except StatectlError:
+        return None
+    engine = choose_engine(True, master, spark_conf, *locations)
+    engine.start_in_background()
+    return engine
+
+
 def rescale(
     plan: RescalePlan,
     destination: str,
@@ -173,19 +194,26 @@ def rescale(
     spark_conf: Mapping[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    engine: Engine | None = None,
 ) -> RescaleReport:
     """Execute `plan` into `destination`; nothing is published unless everything succeeded.
 
     The plan runs as a Spark job, unless the source or destination is storage that only this
-    process sees (`memory://`): then it runs here, whatever `master` says.
+    process sees (`memory://`): then it runs here, whatever `master` says. `engine`, from
+    `prepare_engine`, is one already starting.
     """
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
     tasks, carried = build_tasks(plan)
     staged = writer.stage(destination, overwrite, storage_options)
     clock = [time.monotonic()]
     try:
-        engine = choose_engine(True, master, spark_conf, plan.source.directory, staged.destination)
-        engine.start()  # here, so that the timings show its cost apart
+        if engine is None or any(
+            location.is_process_local for location in (plan.source.directory, staged.destination)
+        ):
+            engine = choose_engine(
+                True, master, spark_conf, plan.source.directory, staged.destination
+            )
+        engine.start()  # here, so that the timings show its cost (what is left of it) apart
         clock.append(time.monotonic())
         results = _run(engine, plan, tasks, staged.staging_url, storage_options, progress)
         clock.append(time.monotonic())
