@@ -70,6 +70,11 @@ class PeakRss:
         }
 
 
+def process_table() -> dict[int, int]:
+    """pid → parent pid of every process we may read."""
+    return {pid: ppid for pid, (ppid, _, _) in _processes().items()}
+
+
 def _processes() -> dict[int, tuple[int, str, int]]:
     """pid → (parent pid, command line, resident bytes) of every process we may read."""
     table = {}
