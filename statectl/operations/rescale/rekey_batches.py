@@ -148,15 +148,16 @@ def _native_batches(source: NativeSource, old_max_parallelism: int) -> Iterator[
     prefix_bytes = key_group_prefix_bytes(old_max_parallelism)
     with native.opened(source.instance) as db:
         for name, state_id in source.states:
-            rows = db.rows(name, owned[0], owned[1], prefix_bytes)
+            rows = iter(db.rows(name, owned[0], owned[1], prefix_bytes))
             while True:
-                batch = _rows_batch(itertools.islice(rows, 1 << 16), state_id)
+                batch = _rows_batch(rows, state_id)
                 if batch is None:
                     break
                 yield batch
 
 
 def _rows_batch(rows: Iterator[Any], state_id: int) -> EntryBatch | None:
+    """The next rows, up to about `_BATCH_BYTES` of them."""
     buffer = bytearray()
     key_starts, key_ends, value_ends = [], [], []
     pack = _I32.pack
@@ -168,6 +169,8 @@ def _rows_batch(rows: Iterator[Any], state_id: int) -> EntryBatch | None:
         buffer += pack(len(value))
         buffer += value
         value_ends.append(len(buffer))
+        if len(buffer) >= _BATCH_BYTES:
+            break
     if not key_starts:
         return None
     return EntryBatch(
