@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from statectl.errors import StatectlError
 from statectl.formats import entry_scan, key_hashing, keyed_blocks
@@ -229,9 +230,6 @@ def rekey_batch(
         yield key_group, (payload[base:end], relative)
 
 
-_SLICED_ENTRY_BYTES = 96  # larger entries are cheaper to join as slices than to gather by byte
-
-
 def _reprefixed(
     regrouper: KeyRegrouper, batch: EntryBatch, order: Int64s, groups: Int64s
 ) -> tuple[bytes, Int64s, Int64s]:
@@ -250,37 +248,49 @@ def _reprefixed(
     heads[:, :4] = key_lengths.astype(">i4").view(np.uint8).reshape(-1, 4)
     for n in range(new_prefix):  # big-endian key group
         heads[:, 4 + n] = (groups >> (8 * (new_prefix - 1 - n))) & 0xFF
-    if body_lengths.mean() > _SLICED_ENTRY_BYTES:
-        head_bytes, data = heads.tobytes(), batch.data
-        head_slices = map(
-            slice, range(0, len(head_bytes), width), range(width, len(head_bytes) + 1, width)
-        )
-        body_slices = map(slice, body_starts.tolist(), (body_starts + body_lengths).tolist())
-        pieces = zip(
-            map(head_bytes.__getitem__, head_slices),
-            map(data.__getitem__, body_slices),
-            strict=True,
-        )
-        return b"".join(itertools.chain.from_iterable(pieces)), starts, lengths
-    source = np.concatenate((np.frombuffer(batch.data, np.uint8), heads.ravel()))
-    range_starts = np.empty(2 * len(order), np.int64)
-    range_starts[0::2] = len(batch.data) + width * np.arange(len(order))
-    range_starts[1::2] = body_starts
-    range_lengths = np.empty(2 * len(order), np.int64)
-    range_lengths[0::2] = width
-    range_lengths[1::2] = body_lengths
-    return _gather(source, range_starts, range_lengths).tobytes(), starts, lengths
+    out = np.empty(int(lengths.sum()), np.uint8)
+    _rows(out, width)[starts] = heads
+    source = np.frombuffer(batch.data, np.uint8)
+    _copy_ranges(out, starts + width, source, body_starts, body_lengths)
+    return out.tobytes(), starts, lengths
 
 
-def _gather(
-    source: npt.NDArray[np.uint8], starts: Int64s, lengths: Int64s
-) -> npt.NDArray[np.uint8]:
-    """The byte ranges [starts[i], starts[i] + lengths[i]) of `source`, concatenated; every
-    length above 0. One index per byte: its predecessor's plus one, or a jump at a range start."""
-    index_type = np.int32 if len(source) < 1 << 31 else np.int64
-    steps = np.ones(int(lengths.sum()), index_type)
+def _rows(buffer: npt.NDArray[np.uint8], length: int) -> npt.NDArray[np.uint8]:
+    """Every `length` bytes of `buffer` from each position: row i is buffer[i:i + length]
+    (a view; assigning to rows writes the buffer)."""
+    shape = (len(buffer) - length + 1, length)
+    rows: npt.NDArray[np.uint8] = as_strided(buffer, shape=shape, strides=(1, 1))
+    return rows
+
+
+_MANY_LENGTHS = 512  # more distinct range lengths than this: gather by one index per byte
+
+
+def _copy_ranges(
+    out: npt.NDArray[np.uint8],
+    positions: Int64s,
+    source: npt.NDArray[np.uint8],
+    starts: Int64s,
+    lengths: Int64s,
+) -> None:
+    """out[positions[i]:][:lengths[i]] = source[starts[i]:][:lengths[i]] for every i (lengths
+    above 0). Ranges of one length move as rows of two strided views, one row copy each; with
+    very many lengths, one index per byte instead."""
+    order = np.argsort(lengths, kind="stable")
+    edges = np.flatnonzero(np.diff(lengths[order])) + 1
+    if len(edges) >= _MANY_LENGTHS:
+        out[_byte_indexes(positions, lengths)] = source[_byte_indexes(starts, lengths)]
+        return
+    for rows in np.split(order, edges):
+        length = int(lengths[rows[0]])
+        _rows(out, length)[positions[rows]] = sliding_window_view(source, length)[starts[rows]]
+
+
+def _byte_indexes(starts: Int64s, lengths: Int64s) -> Int64s:
+    """The index of every byte of the ranges: its predecessor's plus one, or a jump."""
+    steps = np.ones(int(lengths.sum()), np.int64)
     firsts = np.cumsum(lengths) - lengths
     steps[0] = starts[0]
     steps[firsts[1:]] = starts[1:] - (starts[:-1] + lengths[:-1]) + 1
-    gathered: npt.NDArray[np.uint8] = source[np.cumsum(steps, dtype=index_type)]
-    return gathered
+    indexes: Int64s = np.cumsum(steps)
+    return indexes

@@ -6,13 +6,18 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bench import synthetic
 from statectl.execution.engine import Engine, LocalEngine
 from statectl.formats import keyed_blocks
 from statectl.formats.java_types import key_group_prefix_bytes
+from statectl.operations.rescale import rekey_batches
 from statectl.operations.rescale.execute import SubtaskResult
 from statectl.operations.rescale.job import rekey
 from statectl.operations.rescale.plan import plan_rescale
@@ -21,7 +26,8 @@ from statectl.savepoint.keyed import block_spans
 from statectl.savepoint.reader import open_savepoint
 from tests.conftest import fixture_savepoint
 
-# Two key types, several old files, timers among the states; 128 → 256 widens the prefix.
+# Two key types, several old files, timers among the states; 300 → 64 narrows the prefix
+# (the fixture test widens it: 128 → 256).
 SMALL = {
     key: synthetic.Params(
         96 << 10, parallelism=3, max_parallelism=300, list_elements=2, key_type=key
@@ -118,3 +124,18 @@ def test_both_engines_write_the_same_bytes(
             written[engine.name] = {f.name: f.read_bytes() for f in out.iterdir()}
         assert written["local"] == written["spark"]
         assert len(written["local"]) == 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(1, 9)), min_size=1, max_size=30))
+def test_ranges_copy_as_slices_would(ranges: list[tuple[int, int]]) -> None:
+    source = np.frombuffer(bytes(range(70)), np.uint8)
+    starts = np.array([start for start, _ in ranges], np.int64)
+    lengths = np.array([length for _, length in ranges], np.int64)
+    expected = b"".join(bytes(source[a : a + n]) for a, n in ranges)
+    positions = np.cumsum(lengths) - lengths
+    for many in (rekey_batches._MANY_LENGTHS, 0):  # by rows, and by one index per byte
+        out = np.zeros(int(lengths.sum()), np.uint8)
+        with patch.object(rekey_batches, "_MANY_LENGTHS", many):
+            rekey_batches._copy_ranges(out, positions, source, starts, lengths)
+        assert out.tobytes() == expected
