@@ -207,9 +207,7 @@ def rescale(
     staged = writer.stage(destination, overwrite, storage_options)
     clock = [time.monotonic()]
     try:
-        if engine is None or any(
-            location.is_process_local for location in (plan.source.directory, staged.destination)
-        ):
+        if engine is None:
             engine = choose_engine(
                 True, master, spark_conf, plan.source.directory, staged.destination
             )
