@@ -70,6 +70,11 @@ class PeakRss:
         }
 
 
+def process_table() -> dict[int, int]:
+    """pid → parent pid of every process we may read."""
+    return {pid: ppid for pid, (ppid, _, _) in _processes().items()}
+
+
 def _processes() -> dict[int, tuple[int, str, int]]:
     """pid → (parent pid, command line, resident bytes) of every process we may read."""
     table = {}
@@ -249,6 +254,7 @@ def _summary(runs: list[Run], fixed_runs: list[Run], cp: float) -> dict:
     wall = statistics.median(r.seconds for r in runs)
     fixed = statistics.median(r.seconds for r in fixed_runs)
     timings = [json.loads(r.stdout)["timings"] for r in runs]
+    fixed_timings = [json.loads(r.stdout)["timings"] for r in fixed_runs]
     spark_start = statistics.median(t["spark_start"] for t in timings)
     peak = PeakRss()
     for run in runs:
@@ -263,6 +269,10 @@ def _summary(runs: list[Run], fixed_runs: list[Run], cp: float) -> dict:
         "b_ratio": round(max(wall - fixed, 0.0) / cp, 2),
         "b_ratio_context_only": round((wall - spark_start) / cp, 2),
         "peak_rss_mib": peak.mib(),
+        "phases_seconds": {k: statistics.median(t[k] for t in timings) for k in timings[0]},
+        "fixed_phases_seconds": {
+            k: statistics.median(t[k] for t in fixed_timings) for k in fixed_timings[0]
+        },
         "runs_seconds": [round(r.seconds, 3) for r in runs],
         "fixed_runs_seconds": [round(r.seconds, 3) for r in fixed_runs],
     }

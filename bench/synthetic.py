@@ -21,9 +21,10 @@ import shutil
 import sys
 import uuid
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from statectl.formats import java_types, keyed_blocks
 from statectl.formats.handles import KeyGroupsHandle, RelativeFileHandle
@@ -40,6 +41,7 @@ from statectl.savepoint.reader import open_savepoint
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "tests" / "fixtures" / "hashmap_canonical_files" / "savepoint"
 OPERATOR = "keyed-str"
+OPERATORS = {"String": OPERATOR, "Long": "keyed-long"}
 MAP_KEYS = 2  # `mp` entries per key
 TIMESTAMP_BASE = 1_700_000_000_000
 STAMP_SUFFIX = ".json"
@@ -51,13 +53,19 @@ class Params:
     parallelism: int = 8
     max_parallelism: int = 1024
     list_elements: int = 128  # longs per `lst` value: about 1.2 KiB of state per key
+    key_type: str = "String"  # or "Long": the fixture's `keyed-long` operator
 
     @property
     def name(self) -> str:
+        keys = "" if self.key_type == "String" else f"-{self.key_type.lower()}"
         return (
             f"canonical-{self.size_bytes}b-p{self.parallelism}-m{self.max_parallelism}"
-            f"-l{self.list_elements}"
+            f"-l{self.list_elements}{keys}"
         )
+
+    @property
+    def operator(self) -> str:
+        return OPERATORS[self.key_type]
 
 
 @dataclass(frozen=True)
@@ -88,11 +96,11 @@ def ensure(params: Params, cache: Path) -> Built:
 def build(params: Params, target: Path) -> Built:
     """Write the savepoint into `target` (which must not exist); `_metadata` last."""
     fixture = open_savepoint(str(FIXTURE))
-    op = fixture.find_operator(OPERATOR)
+    op = fixture.find_operator(params.operator)
     header = _fixture_header(fixture, op)
     layout = _EntryLayout(params, header)
     total_keys = max(params.parallelism, -(-params.size_bytes // layout.bytes_per_key))
-    by_group = _keys_by_key_group(total_keys, params.max_parallelism)
+    by_group = _keys_by_key_group(total_keys, params.max_parallelism, params.key_type)
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     shutil.copytree(FIXTURE, staging)
@@ -139,12 +147,36 @@ def key_string(index: int) -> str:
     return f"user-{index:010d}"
 
 
-def _keys_by_key_group(total: int, max_parallelism: int) -> list[array]:
-    """Key indexes per key group, as Flink assigns String keys (murmur of `hashCode`)."""
+def key_long(index: int) -> int:
+    """Long keys spread over the whole range, negative ones included."""
+    return (index * 0x9E3779B97F4A7C15 & 0xFFFFFFFFFFFFFFFF) - (1 << 63)
+
+
+_SERIALIZERS = "org.apache.flink.api.common.typeutils.base."
+_KEY_TYPES: dict[str, tuple[java_types.KeyType, Callable[[int], Any]]] = {
+    "String": (java_types.KEY_TYPES[_SERIALIZERS + "StringSerializer"], key_string),
+    "Long": (java_types.KEY_TYPES[_SERIALIZERS + "LongSerializer"], key_long),
+}
+
+
+def key_bytes(key_type: str, index: int) -> bytes:
+    """The serialized key number `index`."""
+    codec, value = _KEY_TYPES[key_type]
+    return codec.write(value(index))
+
+
+def small_bytes_per_entry(key_type: str) -> int:
+    """State bytes per entry with one-element lists (5 entries per key), for sizing by entries."""
+    layout = _EntryLayout(Params(1, list_elements=1, key_type=key_type), None)
+    return -(-layout.bytes_per_key // 5)
+
+
+def _keys_by_key_group(total: int, max_parallelism: int, key_type: str) -> list[array]:
+    """Key indexes per key group, as Flink assigns them (murmur of `hashCode`)."""
+    codec, value = _KEY_TYPES[key_type]
     groups = [array("I") for _ in range(max_parallelism)]
     for index in range(total):
-        code = java_types.java_string_hash(key_string(index))
-        groups[java_types.assign_to_key_group(code, max_parallelism)].append(index)
+        groups[codec.key_group(value(index), max_parallelism)].append(index)
     return groups
 
 
@@ -154,10 +186,14 @@ def _keys_by_key_group(total: int, max_parallelism: int) -> list[array]:
 class _EntryLayout:
     """Key and value bytes per state, by state id of the fixture's header (§4.6)."""
 
-    def __init__(self, params: Params, header_bytes: bytes) -> None:
+    def __init__(self, params: Params, header_bytes: bytes | None) -> None:
         from statectl.formats import state_headers
 
-        names = [s.name for s in state_headers.parse_keyed_header(header_bytes).states]
+        if header_bytes is None:  # sizing only: the fixture's state order
+            names = ["mp", "cnt", "lst", "_timer_state/processing_user-timers"]
+        else:
+            names = [s.name for s in state_headers.parse_keyed_header(header_bytes).states]
+        self.key_type = params.key_type
         self.ids = {name: names.index(name) for name in names}
         self.timers = "_timer_state/processing_user-timers"
         self.prefix_bytes = java_types.key_group_prefix_bytes(params.max_parallelism)
@@ -177,7 +213,7 @@ class _EntryLayout:
         prefix = java_types.key_group_prefix(key_group, self.prefix_bytes)
         cnt, lst, mp, timers = [], [], [], []
         for index in keys:
-            serialized = java_types.write_java_string(key_string(index))
+            serialized = key_bytes(self.key_type, index)
             key = prefix + serialized + b"\x00"  # VoidNamespace
             value = index.to_bytes(8, "big")
             cnt.append((key, value))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated
@@ -135,26 +138,39 @@ def plan_and_write(
     flags: WriteFlags,
     make_plan: Callable[[Savepoint], RescalePlan],
 ) -> None:
-    """Plan `command` over a consistent `source`; show the plan (--dry-run) or write it."""
+    """Plan `command` over a consistent `source`; show the plan (--dry-run) or write it.
+
+    A write starts its engine first, in the background, so that Spark's start overlaps
+    reading and planning; `--json` reports the seconds of each phase (`timings`)."""
     options = parse_storage_options(storage_option)
+    engine = None
+    if not flags.dry_run:
+        from statectl.operations.rescale import job  # pyspark: not for --help
+
+        conf = parse_spark_conf(flags.conf)
+        engine = job.prepare_engine(source, flags.destination, flags.master, conf, options)
+    clock = [time.monotonic()]
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
+    clock.append(time.monotonic())
     plan = make_plan(savepoint)
+    clock.append(time.monotonic())
     render = output.renderer(flags.json_output)
     if flags.dry_run:
         render.plan(plan, predicted_keyed_loads(plan))
         return
-    from statectl.operations.rescale.job import rescale as run_job  # pyspark: not for --help
-
     output.warn_stale_staging(stale_staging(flags.destination, options))
     with render.progress(command) as progress:
-        report = run_job(
+        report = job.rescale(
             plan,
             flags.destination,
             overwrite=flags.overwrite,
             master=flags.master,
-            spark_conf=parse_spark_conf(flags.conf),
+            spark_conf=conf,
             storage_options=options,
             progress=progress.update,
+            engine=engine,
         )
-    render.rescale(report)
+    read, planned = (round(b - a, 3) for a, b in itertools.pairwise(clock))
+    timings = (("read_metadata", read), ("plan", planned), *report.timings)
+    render.rescale(dataclasses.replace(report, timings=timings))

@@ -41,6 +41,9 @@ class LocalEngine:
     def start(self) -> None:
         """Get ready to run tasks now rather than on first use (Spark: start the context)."""
 
+    def start_in_background(self) -> None:
+        """Begin `start` without waiting for it (Spark: the context starts in a thread)."""
+
     def run(
         self,
         tasks: Sequence[T],

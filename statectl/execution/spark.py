@@ -96,6 +96,13 @@ def spark_context(
     return context
 
 
+def _context_running() -> bool:
+    """Whether a SparkContext is running in this process."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 def _ship_package(context: SparkContext) -> None:
     """Put `statectl` on the executors' Python path (its dependencies must be installed there)."""
     package_dir = Path(__file__).resolve().parents[1]
@@ -114,12 +121,36 @@ class SparkEngine:
     master: str = DEFAULT_MASTER
     conf: Mapping[str, str] = field(default_factory=dict)
     name: str = "spark"
+    _starting: threading.Thread | None = field(default=None, init=False, repr=False)
+    _start_errors: list[BaseException] = field(default_factory=list, init=False, repr=False)
 
     @property
     def context(self) -> SparkContext:
+        self.start()
         return spark_context(self.master, dict(self.conf))
 
+    def start_in_background(self) -> None:
+        """Begin starting the context in a daemon thread (seconds of JVM start-up the driver
+        spends reading and planning meanwhile); `start` waits for it. A daemon thread: a
+        command that fails before it needs Spark exits at once, and the JVM follows it."""
+        if self._starting is not None or _context_running():
+            return
+
+        def start() -> None:
+            try:
+                spark_context(self.master, dict(self.conf))
+            except BaseException as exc:  # raised again by `start`, in the caller's thread
+                self._start_errors.append(exc)
+
+        self._starting = threading.Thread(target=start, name="statectl-spark-start", daemon=True)
+        self._starting.start()
+
     def start(self) -> None:
+        if self._starting is not None:
+            self._starting.join()
+            self._starting = None
+            if self._start_errors:
+                raise self._start_errors.pop()
         spark_context(self.master, dict(self.conf))
 
     def run(

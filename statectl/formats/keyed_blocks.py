@@ -166,6 +166,57 @@ def count_entries(block: Buffer, compressed: bool, num_states: int | None = None
             pos += 2
 
 
+@dataclass(frozen=True, slots=True)
+class EntryPositions:
+    """Where a block's entries lie, one list item per entry in file order: the key is
+    [key_start, key_end), the value [key_end + 4, value_end); `runs` is (state id, entries)
+    per state run."""
+
+    key_starts: list[int]
+    key_ends: list[int]
+    value_ends: list[int]
+    runs: list[tuple[int, int]]
+
+
+def entry_positions(data: Buffer, num_states: int | None = None, base: int = 0) -> EntryPositions:
+    """The positions (plus `base`) of every entry of one uncompressed block, validated as
+    `iter_entries` does; lengths only are read, no bytes are copied (the re-hash hot path)."""
+    view = memoryview(data)
+    size = len(view)
+    unpack_i32 = _I32.unpack_from
+    key_starts: list[int] = []
+    key_ends: list[int] = []
+    value_ends: list[int] = []
+    runs: list[tuple[int, int]] = []
+    add_start, add_key_end, add_value_end = key_starts.append, key_ends.append, value_ends.append
+    seen: set[int] = set()
+    state_id = _state_id(view, 0, num_states, seen)
+    pos, count = 2, 0
+    while True:
+        if pos + 4 > size:
+            _entry(view, pos)  # raises with the precise reason
+        key_start = pos + 4
+        key_end = key_start + unpack_i32(view, pos)[0]
+        if key_end <= key_start or key_end + 4 > size:
+            _entry(view, pos)
+        value_end = key_end + 4 + unpack_i32(view, key_end)[0]
+        if value_end < key_end + 4 or value_end > size:
+            _entry(view, pos)
+        add_start(key_start + base)
+        add_key_end(key_end + base)
+        add_value_end(value_end + base)
+        count += 1
+        pos = value_end
+        if view[key_start] & FIRST_BIT_IN_BYTE_MASK:
+            runs.append((state_id, count))
+            count = 0
+            if _U16.unpack_from(view, _need(view, pos, 2, "state id"))[0] == END_OF_KEY_GROUP_MARK:
+                _check_end(pos + 2, size)
+                return EntryPositions(key_starts, key_ends, value_ends, runs)
+            state_id = _state_id(view, pos, num_states, seen)
+            pos += 2
+
+
 def _entry(data: memoryview, pos: int) -> tuple[int, int, int]:
     """Key start, key end and value end of the entry at `pos`, validated."""
     key_start, key_end = _length_prefixed(data, pos, "key")

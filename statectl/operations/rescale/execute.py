@@ -8,6 +8,9 @@ size.
 
 from __future__ import annotations
 
+import itertools
+import operator as operators
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +31,7 @@ from statectl.operations.rescale.plan import (
     OperatorTarget,
     SubtaskTarget,
 )
-from statectl.operations.rescale.rekey import RekeyedEntry, RekeyOperator
+from statectl.operations.rescale.rekey import Chunk, RekeyOperator
 from statectl.savepoint import native
 from statectl.savepoint.files import CopyTask, OutputFile, copy_file
 from statectl.savepoint.storage import Location, locate
@@ -164,12 +167,13 @@ def _write_operator(target: OperatorTarget, output: Location, name: str) -> Oper
 def write_rekeyed(
     operator: RekeyOperator,
     index: int,
-    entries: Iterable[RekeyedEntry],
+    chunks: Iterable[tuple[int, Chunk]],
     output_url: str,
     storage_options: dict[str, Any] | None,
 ) -> SubtaskResult:
-    """The keyed-state file of new subtask `index` of a re-hashed operator, from its entries
-    sorted by key group, state id and key (the shuffle's order); written in bounded pieces."""
+    """The keyed-state file of new subtask `index` of a re-hashed operator, from its (key
+    group, chunk) pairs sorted by key group (the shuffle's order); written a key group at a
+    time, so memory holds one key group's chunks."""
     first, last = operator.key_groups(index)
     offsets = [0] * (last - first + 1)
     name = operator.file_name(index)
@@ -177,14 +181,13 @@ def write_rekeyed(
     pending = bytearray()
     try:
         out.write(operator.header)
-        for key_group, piece in keyed_blocks.encode_blocks(entries):
-            if key_group is not None:
-                if not first <= key_group <= last:
-                    raise FormatError(
-                        f"key group {key_group} is outside subtask {index}'s range {first}–{last}"
-                    )
-                offsets[key_group - first] = out.pos + len(pending)
-            pending += piece
+        for key_group, group in itertools.groupby(chunks, key=operators.itemgetter(0)):
+            if not first <= key_group <= last:
+                raise FormatError(
+                    f"key group {key_group} is outside subtask {index}'s range {first}–{last}"
+                )
+            offsets[key_group - first] = out.pos + len(pending)
+            _append_block([chunk for _, chunk in group], pending)
             if len(pending) >= _FLUSH_BYTES:
                 out.write(pending)
                 pending = bytearray()
@@ -193,6 +196,30 @@ def write_rekeyed(
         size = out.close()
     keyed = _keyed_handle(name, size, first, offsets)
     return SubtaskResult(operator.operator_id, index, keyed, None)
+
+
+_U16 = struct.Struct(">H")
+
+
+def _append_block(chunks: list[Chunk], out: bytearray) -> None:
+    """One key group's block from its chunks: per state id (ascending), the chunks' runs in
+    shuffle order, the last entry of each run flagged (`keyed_blocks` layout), the end mark."""
+    views = [memoryview(payload) for payload, _ in chunks]
+    runs = sorted(
+        (state_id, n, start, end, flag)
+        for n, (_, chunk_runs) in enumerate(chunks)
+        for state_id, start, end, flag in chunk_runs
+    )
+    for state_id, state_runs in itertools.groupby(runs, key=operators.itemgetter(0)):
+        out += _U16.pack(state_id)
+        *middle, (_, n, start, end, flag) = state_runs
+        for _, m, a, b, _ in middle:
+            out += views[m][a:b]
+        view = views[n]
+        out += view[start:flag]
+        out.append(view[flag] | keyed_blocks.FIRST_BIT_IN_BYTE_MASK)
+        out += view[flag + 1 : end]
+    out += _U16.pack(keyed_blocks.END_OF_KEY_GROUP_MARK)
 
 
 def _keyed_handle(

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, choose_engine, total_work
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.operations.rescale.execute import (
@@ -28,11 +29,12 @@ from statectl.operations.rescale.execute import (
     write_rekeyed,
 )
 from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
-from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_records
+from statectl.operations.rescale.rekey import RekeyOperator, RekeySource
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
 from statectl.savepoint.relocate import CopyNames, carry_over
+from statectl.savepoint.storage import locate
 
 
 @dataclass(frozen=True)
@@ -181,6 +183,25 @@ def _per_subtask(sizes: dict[int, int] | None, parallelism: int) -> tuple[int, .
     return tuple(sizes.get(i, 0) for i in range(parallelism)) if sizes else ()
 
 
+def prepare_engine(
+    source: str,
+    destination: str,
+    master: str = "local[*]",
+    spark_conf: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> Engine | None:
+    """The engine a rescale from `source` to `destination` runs on, already starting in the
+    background: Spark's start then overlaps reading `_metadata` and planning. None for
+    locations that cannot be opened (the reader reports them, as without this)."""
+    try:
+        locations = (locate(source, storage_options), locate(destination, storage_options))
+    except StatectlError:
+        return None
+    engine = choose_engine(True, master, spark_conf, *locations)
+    engine.start_in_background()
+    return engine
+
+
 def rescale(
     plan: RescalePlan,
     destination: str,
@@ -190,19 +211,24 @@ def rescale(
     spark_conf: Mapping[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    engine: Engine | None = None,
 ) -> RescaleReport:
     """Execute `plan` into `destination`; nothing is published unless everything succeeded.
 
     The plan runs as a Spark job, unless the source or destination is storage that only this
-    process sees (`memory://`): then it runs here, whatever `master` says.
+    process sees (`memory://`): then it runs here, whatever `master` says. `engine`, from
+    `prepare_engine`, is one already starting.
     """
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
     tasks, carried = build_tasks(plan)
     staged = writer.stage(destination, overwrite, storage_options)
     clock = [time.monotonic()]
     try:
-        engine = choose_engine(True, master, spark_conf, plan.source.directory, staged.destination)
-        engine.start()  # here, so that the timings show its cost apart
+        if engine is None:
+            engine = choose_engine(
+                True, master, spark_conf, plan.source.directory, staged.destination
+            )
+        engine.start()  # here, so that the timings show its cost (what is left of it) apart
         clock.append(time.monotonic())
         results = _run(engine, plan, tasks, staged.staging_url, storage_options, progress)
         clock.append(time.monotonic())
@@ -255,24 +281,31 @@ def rekey(
 ) -> list[Result]:
     """Re-hash every entry of `operators` and write one keyed file per new subtask.
 
-    The engine's shuffle: each source (an old file slice or RocksDB instance) emits its entries
-    keyed by (new subtask, key group, state id, key); partitions are the new subtasks of all
-    operators, and each is streamed, sorted, into its file.
+    The engine's shuffle: each source (an old file slice or RocksDB instance) emits chunks of
+    entries keyed by (new subtask, key group, source, batch); partitions are the new subtasks
+    of all operators, and each is streamed, sorted, into its file. The key orders chunks of a
+    key group by source and batch, so both engines write the same bytes.
     """
-    bases = list(itertools.accumulate((op.parallelism for op in operators), initial=0))
-    sources = [(bases[n], op, source) for n, op in enumerate(operators) for source in op.sources]
+    from statectl.operations.rescale.rekey_batches import shuffle_chunks  # numpy: re-hash only
 
-    def records(item: tuple[int, RekeyOperator, RekeySource]) -> Iterator[Any]:
-        base, operator, source = item
+    bases = list(itertools.accumulate((op.parallelism for op in operators), initial=0))
+    sources = [
+        (bases[n], number, op, source)
+        for n, op in enumerate(operators)
+        for number, source in enumerate(op.sources)
+    ]
+
+    def records(item: tuple[int, int, RekeyOperator, RekeySource]) -> Iterator[Any]:
+        base, number, operator, source = item
         old_max = operator.regrouper.old_max_parallelism
-        for (subtask, *rest), value in shuffle_records(operator, source, old_max):
-            yield (base + subtask, *rest), value
+        for (subtask, key_group, batch), chunk in shuffle_chunks(operator, source, old_max):
+            yield (base + subtask, key_group, number, batch), chunk
 
     def write(partition: int, records: Iterator[Any]) -> Result:
         n = bisect.bisect_right(bases, partition) - 1
-        entries = ((kg, state_id, key, value) for (_, kg, state_id, key), value in records)
+        chunks = ((key_group, chunk) for (_, key_group, _, _), chunk in records)
         return write_rekeyed(
-            operators[n], partition - bases[n], entries, output_url, storage_options
+            operators[n], partition - bases[n], chunks, output_url, storage_options
         )
 
     return engine.sort_partitions(sources, records, bases[-1], write)

@@ -6,17 +6,17 @@ header, Java `hashCode`, `MathUtils.murmurHash`, modulo the new max parallelism.
 prefix is rewritten (1 byte up to 128 key groups, else 2) and entries are regrouped into new
 blocks with flags and end marks recomputed. Namespaces, user keys and values stay bytes.
 
-This module is the per-entry work, without Spark; `job.rekey` shuffles the entries
-by (new subtask, key group, state, key) and `execute.write_rekeyed` writes each new file.
+This module is the plan's side (what is re-hashed, and the per-key reference `regroup`);
+`rekey_batches` is the work on the sources' side, in batches. `job.rekey` shuffles their
+chunks by (new subtask, key group, source, batch) and `execute.write_rekeyed` writes each
+new file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from statectl.errors import StatectlError
 from statectl.formats import keyed_blocks, state_headers
 from statectl.formats.java_types import (
     KeyType,
@@ -24,14 +24,16 @@ from statectl.formats.java_types import (
     key_group_prefix_bytes,
     with_key_group,
 )
-from statectl.formats.key_groups import key_group_range, operator_index_for_key_group
+from statectl.formats.key_groups import key_group_range
 from statectl.savepoint import native
 from statectl.savepoint.model import StateStream
 
 TIMER_TIMESTAMP_BYTES = 8  # TimerSerializer writes the timestamp before the key
 
-# (key group, state id, key, value): one entry of the new savepoint.
-RekeyedEntry = tuple[int, int, bytes, bytes]
+# One new key group's entries from one batch: `payload` holds them as a block holds them
+# (`i32 keyLen, key, i32 valueLen, value`, new prefix, no flags); `runs` is
+# (state id, start, end, position of the key's first byte of the run's last entry) per state.
+Chunk = tuple[bytes, tuple[tuple[int, int, int, int], ...]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,54 +109,8 @@ class RekeyOperator:
 # --- reading and re-hashing --------------------------------------------------------------
 
 
-def source_entries(
-    source: RekeySource, old_max_parallelism: int
-) -> Iterator[tuple[int, bytes, bytes]]:
-    """(new-header state id, key, value) of every entry of a source; keys without the flag."""
-    if isinstance(source, NativeSource):
-        yield from _native_entries(source, old_max_parallelism)
-        return
-    mapping = dict(source.state_id_map or ())
-    for span in source.spans:
-        block = source.stream.read(span.start, span.end)
-        try:
-            for entry in keyed_blocks.iter_entries(block, source.compressed, source.num_states):
-                yield mapping.get(entry.state_id, entry.state_id), entry.key, entry.value
-        except StatectlError as exc:
-            raise exc.with_source(
-                f"{source.stream.description} (key group {span.key_group})"
-            ) from None
-
-
-def _native_entries(
-    source: NativeSource, old_max_parallelism: int
-) -> Iterator[tuple[int, bytes, bytes]]:
-    owned = source.instance.key_groups
-    if owned is None:
-        return
-    prefix_bytes = key_group_prefix_bytes(old_max_parallelism)
-    with native.opened(source.instance) as db:
-        for name, state_id in source.states:
-            for key, value in db.rows(name, owned[0], owned[1], prefix_bytes):
-                yield state_id, bytes(key), bytes(value)
-
-
-def shuffle_records(
-    operator: RekeyOperator, source: RekeySource, old_max_parallelism: int
-) -> Iterator[tuple[tuple[int, int, int, bytes], bytes]]:
-    """((new subtask, new key group, state id, key), value) for the shuffle of every entry."""
-    regroup = operator.regrouper.regroup
-    max_parallelism, parallelism = operator.max_parallelism, operator.parallelism
-    for state_id, key, value in source_entries(source, old_max_parallelism):
-        try:
-            key_group, new_key = regroup(state_id, key)
-        except StatectlError as exc:
-            raise exc.with_source(_description(source)) from None
-        subtask = operator_index_for_key_group(max_parallelism, parallelism, key_group)
-        yield (subtask, key_group, state_id, new_key), value
-
-
-def _description(source: RekeySource) -> str:
+def describe_source(source: RekeySource) -> str:
+    """The file or instance a source reads, for errors."""
     if isinstance(source, CanonicalSource):
         return source.stream.description
     return source.instance.description

@@ -1,0 +1,130 @@
+"""Locating the entries of a canonical key-group block without a Python step per entry.
+
+An entry's position depends on the lengths of every entry before it (`i32 keyLen, key, i32
+valueLen, value`, flink-savepoint-format.md §4.4), so `keyed_blocks.entry_positions` walks
+them one by one. Here numpy finds the candidates instead: every key of a block starts with the
+block's key-group prefix (§4.6, bit 7 of the first byte being the run-end flag), after a key
+length below 64 KiB, so the positions where those bytes occur include every entry. Lengths are
+read at all candidates at once, and when the candidates chain from the block's first entry to
+its end mark, that chain is the walk's. Anything else (a false candidate, a longer key, a
+damaged block) is handed to the exact walk, which also gives the errors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from statectl.formats import keyed_blocks
+from statectl.formats.keyed_blocks import END_OF_KEY_GROUP_MARK, FIRST_BIT_IN_BYTE_MASK, Buffer
+
+Int64s = npt.NDArray[np.int64]
+Positions = tuple[Int64s, Int64s, Int64s, list[tuple[int, int]]]
+"""(key starts, key ends, value ends) per entry, (state id, entries) per run: as
+`keyed_blocks.EntryPositions`, in arrays."""
+
+
+def locate(
+    block: Buffer, key_group: int, prefix_bytes: int, num_states: int | None, base: int = 0
+) -> Positions:
+    """Where the entries of an uncompressed block of `key_group` lie (plus `base`)."""
+    found = _candidate_chain(np.frombuffer(block, np.uint8), key_group, prefix_bytes)
+    runs = None
+    if found is not None:
+        key_starts, key_ends, value_ends, flagged = found
+        runs = _runs(block, value_ends[flagged], np.flatnonzero(flagged), num_states)
+    if found is None or runs is None:
+        walked = keyed_blocks.entry_positions(block, num_states, base)
+        return (
+            np.array(walked.key_starts, np.int64),
+            np.array(walked.key_ends, np.int64),
+            np.array(walked.value_ends, np.int64),
+            walked.runs,
+        )
+    return key_starts + base, key_ends + base, value_ends + base, runs
+
+
+def _candidate_chain(
+    data: npt.NDArray[np.uint8], key_group: int, prefix_bytes: int
+) -> tuple[Int64s, Int64s, Int64s, npt.NDArray[np.bool_]] | None:
+    size = len(data)
+    if size < 4 + 4 + prefix_bytes + 4 or prefix_bytes not in (1, 2):
+        return None
+    prefix = key_group.to_bytes(prefix_bytes, "big")
+    span = size - 4 - prefix_bytes  # candidate entry starts p: p + 4 + prefix_bytes <= size
+    hits = (data[:span] == 0) & (data[1 : span + 1] == 0)
+    hits &= (data[4 : span + 4] & 0x7F) == prefix[0]
+    if prefix_bytes == 2:
+        hits &= data[5 : span + 5] == prefix[1]
+    starts = np.flatnonzero(hits)
+    if not len(starts) or starts[0] != 2:
+        return None
+    key_lengths = (data[starts + 2].astype(np.int64) << 8) | data[starts + 3]
+    key_starts = starts + 4
+    key_ends = key_starts + key_lengths
+    fits = (key_lengths > 0) & (key_ends + 4 <= size)
+    value_lengths = np.zeros(len(starts), np.int64)
+    at = key_ends[fits]
+    value_lengths[fits] = (
+        (data[at].astype(np.int64) << 24)
+        | (data[at + 1].astype(np.int64) << 16)
+        | (data[at + 2].astype(np.int64) << 8)
+        | data[at + 3]
+    )
+    value_ends = key_ends + 4 + value_lengths
+    fits &= (value_ends <= size) & (value_lengths < 1 << 31)  # an i32, not negative
+    flagged = (data[key_starts] & FIRST_BIT_IN_BYTE_MASK) != 0
+    following = value_ends + 2 * flagged  # a run's last entry is followed by a u16
+    # The common case: candidates are exactly the entries, each followed by the next.
+    if (
+        fits.all()
+        and np.array_equal(following[:-1], starts[1:])
+        and following[-1] == size
+        and flagged[-1]
+    ):
+        return key_starts, key_ends, value_ends, flagged
+    chain = _chain(starts, following, fits & (following == size) & flagged, fits)
+    if chain is None:
+        return None
+    return key_starts[chain], key_ends[chain], value_ends[chain], flagged[chain]
+
+
+def _chain(
+    starts: Int64s,
+    following: Int64s,
+    ends_block: npt.NDArray[np.bool_],
+    fits: npt.NDArray[np.bool_],
+) -> Int64s | None:
+    """The candidates reachable from the first by following each one's successor (pointer
+    doubling: log2(candidates) rounds), when the last of them ends the block."""
+    count = len(starts)
+    successor = np.minimum(np.searchsorted(starts, following), count - 1)
+    linked = fits & (starts[successor] == following)
+    jump = np.append(np.where(linked, successor, count), count)  # `count`: nowhere
+    reached = np.zeros(count + 1, np.bool_)
+    reached[0] = True
+    for _ in range(max(1, int(count).bit_length())):
+        reached[jump[reached]] = True
+        jump = jump[jump]
+    chain = np.flatnonzero(reached[:count])
+    if not ends_block[chain[-1]] or linked[chain[-1]]:
+        return None
+    return chain
+
+
+def _runs(
+    block: Buffer, run_ends: Int64s, last_entries: Int64s, num_states: int | None
+) -> list[tuple[int, int]] | None:
+    """(state id, entries) per run: the u16 before each run, the end mark after the last."""
+    view = memoryview(block)
+    ids = [int.from_bytes(view[0:2], "big")]
+    ids += [int.from_bytes(view[end : end + 2], "big") for end in run_ends.tolist()]
+    if ids[-1] != END_OF_KEY_GROUP_MARK:
+        return None
+    ids.pop()
+    if len(set(ids)) != len(ids) or END_OF_KEY_GROUP_MARK in ids:
+        return None
+    if num_states is not None and max(ids) >= num_states:
+        return None
+    counts = np.diff(last_entries, prepend=-1).tolist()
+    return list(zip(ids, counts, strict=True))
