@@ -4,11 +4,12 @@
 A batch is one buffer holding composite keys at `[starts[i], ends[i])`; the user key starts
 `offsets[i]` bytes into key i (after the key-group prefix, and a timer's timestamp). Key types
 with a vectorised kernel below (Flink's base serializers: Long, Integer, Short, Byte, Boolean,
-Character, Double, Float, and String whose characters are all ASCII) are hashed without a
-Python step per key. Every other key, and every key type without a kernel, takes the per-key
-fallback `key_type.hash_code(key_type.read(key, offset))`: the same code (and the same errors)
-as the scalar path in `java_types`, so a new `KeyType` works here unchanged and may add a
-kernel later. Results equal `java_types.assign_to_key_group(key_type.hash_code(value), M)`.
+Character, Double, Float, String whose characters are all ASCII, and SQL's RowData through
+`row_data_hashing`) are hashed without a Python step per key. Every other key, and every key
+type without a kernel, takes the per-key fallback `key_type.hash_code(key_type.read(key,
+offset))`: the same code (and the same errors) as the scalar path in `java_types`, so a new
+`KeyType` works here unchanged and may add a kernel later. Results equal
+`java_types.assign_to_key_group(key_type.hash_code(value), M)`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from statectl.formats.java_types import UPPER_BOUND_MAX_PARALLELISM, Buffer, KeyType
+from statectl.formats.java_types import (
+    ROW_DATA_SERIALIZER,
+    UPPER_BOUND_MAX_PARALLELISM,
+    Buffer,
+    KeyType,
+)
+from statectl.formats.row_data_hashing import row_data_kernel
 
 Int64s = npt.NDArray[np.int64]
 UInt32s = npt.NDArray[np.uint32]
@@ -222,5 +229,6 @@ _KERNELS: dict[str, Kernel] = {
     _BASE + "CharSerializer": _fixed(2, ">u2", _low32),
     _BASE + "DoubleSerializer": _fixed(8, ">u8", _double_code),
     _BASE + "FloatSerializer": _fixed(4, ">u4", _float_code),
+    ROW_DATA_SERIALIZER: row_data_kernel,
 }
 """Vectorised `hashCode` per key serializer class; a key type without one uses the fallback."""

@@ -90,6 +90,8 @@ class Location:
 
 
 def _join_url(url: str, name: str) -> str:
+    if url.endswith("://"):  # the root of a filesystem (`memory://`)
+        return url + name
     return url.rstrip("/") + "/" + name
 
 
@@ -97,6 +99,8 @@ def _parent_url(url: str) -> str:
     head, slash, _ = url.rstrip("/").rpartition("/")
     if not slash:  # a bare relative name: its parent is the working directory, not itself
         return "."
+    if head.endswith(":/"):  # `memory://x`: its parent is `memory://`, not the path `memory:/`
+        return head + "/"
     return head or url
 
 

@@ -212,3 +212,14 @@ def test_a_bare_relative_destination_stages_beside_itself(
     assert Path(staged.staging.path).parent == tmp_path
     writer.publish(staged, EMPTY)
     assert read_metadata((tmp_path / "out" / "_metadata").read_bytes()) == EMPTY
+
+
+def test_a_destination_at_the_root_of_a_filesystem_stages_on_that_filesystem() -> None:
+    """`memory://x` stages in `memory://.statectl-staging-x-…`, not in a local `memory:/` path."""
+    name = f"root-{uuid.uuid4().hex[:8]}"
+    staged = writer.stage(f"memory://{name}", overwrite=False)
+    assert staged.staging_url.startswith(f"memory://.statectl-staging-{name}-")
+    assert locate(staged.staging_url).is_process_local
+    assert locate(staged.staging_url).path == staged.staging.path
+    writer.publish(staged, EMPTY)
+    assert read_metadata(fsspec.filesystem("memory").cat_file(f"/{name}/_metadata")) == EMPTY

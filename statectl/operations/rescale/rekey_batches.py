@@ -57,17 +57,38 @@ class EntryBatch:
 
 
 def batch_key_groups(regrouper: KeyRegrouper, batch: EntryBatch) -> Int64s:
-    """The new key group of every entry of `batch`, computed at once."""
+    """The new key group of every entry of `batch`, computed at once.
+
+    Each key's hash must also give the key group it is stored in: a key type hashed unlike
+    the job hashed it (a RowData key that is not a BinaryRowData, say) would otherwise be
+    moved to wrong key groups without a word.
+    """
     timers = np.isin(batch.state_ids, np.fromiter(regrouper.timer_states, np.int64))
-    offsets = key_group_prefix_bytes(regrouper.old_max_parallelism) + TIMER_TIMESTAMP_BYTES * timers
-    return key_hashing.key_groups(
-        regrouper.key_type,
-        batch.data,
-        batch.key_starts,
-        batch.key_ends,
-        offsets,
-        regrouper.max_parallelism,
+    prefix_bytes = key_group_prefix_bytes(regrouper.old_max_parallelism)
+    offsets = prefix_bytes + TIMER_TIMESTAMP_BYTES * timers
+    codes = key_hashing.hash_codes(
+        regrouper.key_type, batch.data, batch.key_starts, batch.key_ends, offsets
     )
+    hashes = key_hashing.murmur_hash(codes)
+    _check_stored_key_groups(regrouper, batch, hashes % regrouper.old_max_parallelism)
+    return (hashes % regrouper.max_parallelism).astype(np.int64)
+
+
+def _check_stored_key_groups(regrouper: KeyRegrouper, batch: EntryBatch, hashed: Int64s) -> None:
+    data = np.frombuffer(batch.data, np.uint8) if len(batch.data) else np.zeros(1, np.uint8)
+    stored = (data[batch.key_starts] & 0x7F).astype(np.int64)  # without the end-of-run flag
+    if key_group_prefix_bytes(regrouper.old_max_parallelism) == 2:
+        stored = stored * 256 + data[batch.key_starts + 1]
+    wrong = np.flatnonzero(stored != hashed)
+    if len(wrong):
+        first = wrong[0]
+        raise StatectlError(
+            f"{len(wrong)} of {len(batch)} keys do not hash to the key group they are stored in "
+            f"(first: stored in key group {stored[first]}, hashes to {hashed[first]} under max "
+            f"parallelism {regrouper.old_max_parallelism}): statectl hashes "
+            f"{regrouper.key_type.name} keys unlike this job, so re-hashing would misplace "
+            "them; nothing is written"
+        )
 
 
 def source_batches(source: RekeySource, old_max_parallelism: int) -> Iterator[EntryBatch]:

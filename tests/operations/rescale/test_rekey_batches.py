@@ -3,11 +3,13 @@ against the per-entry `KeyRegrouper.regroup`, and the same bytes from both engin
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
 from unittest.mock import patch
 
+import fsspec
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -24,7 +26,8 @@ from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.rescale.rekey import RekeyOperator
 from statectl.savepoint.keyed import block_spans
 from statectl.savepoint.reader import open_savepoint
-from tests.conftest import fixture_savepoint
+from tests.conftest import fixture_savepoint, run_cli
+from tests.reliability.corpus import corrupted_cases
 
 # Two key types, several old files, timers among the states; 300 → 64 narrows the prefix
 # (the fixture test widens it: 128 → 256).
@@ -139,3 +142,28 @@ def test_ranges_copy_as_slices_would(ranges: list[tuple[int, int]]) -> None:
         with patch.object(rekey_batches, "_MANY_LENGTHS", many):
             rekey_batches._copy_ranges(out, positions, source, starts, lengths)
         assert out.tobytes() == expected
+
+
+@pytest.mark.parametrize(
+    "case_name", ["block-key-hashes-elsewhere", "block-key-hashes-elsewhere-p300"]
+)
+def test_keys_stored_in_another_key_group_are_refused(case_name: str, tmp_path: Path) -> None:
+    """A key that does not hash to its stored key group means statectl hashes the key type
+    unlike the job did: re-hashing refuses rather than misplace keys."""
+    case = next(c for c in corrupted_cases() if c.name == case_name)
+    built = case.build(tmp_path)
+    target = f"memory://refused-{case_name}"
+    code, stdout, stderr = run_cli(
+        "rescale", str(built.savepoint), "-o", target, "--max-parallelism", "4096"
+    )
+    old = open_savepoint(str(built.savepoint)).find_operator("keyed-long").max_parallelism
+    pattern = (
+        rf"statectl: error: {re.escape(str(built.culprit))}: 1 of \d+ keys do not hash to the "
+        rf"key group they are stored in \(first: stored in key group (\d+), hashes to (\d+) "
+        rf"under max parallelism {old}\): statectl hashes Long keys unlike this job, so "
+        r"re-hashing would misplace them; nothing is written\n"
+    )
+    match = re.fullmatch(pattern, stderr)
+    assert (code, stdout) == (1, "") and match, stderr
+    assert match.group(1) != match.group(2)
+    assert not fsspec.filesystem("memory").exists(target)
