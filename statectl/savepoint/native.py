@@ -511,12 +511,25 @@ def canonical_savepoint_properties(properties: bytes) -> bytes:
 
     The format type is an enum constant, serialized by name; no length elsewhere covers it.
     """
+    return _savepoint_format(properties, "NATIVE", "CANONICAL")
+
+
+def native_savepoint_properties(properties: bytes) -> bytes:
+    """The `_metadata` tail of a CANONICAL savepoint rewritten to say NATIVE (else unchanged)."""
+    return _savepoint_format(properties, "CANONICAL", "NATIVE")
+
+
+_FORMAT_CONSTANTS = {"NATIVE": _NATIVE_CONSTANT, "CANONICAL": _CANONICAL_CONSTANT}
+
+
+def _savepoint_format(properties: bytes, old: str, new: str) -> bytes:
     from statectl.formats.metadata import snapshot_kind
 
+    old_constant, new_constant = _FORMAT_CONSTANTS[old], _FORMAT_CONSTANTS[new]
     kind = snapshot_kind(properties) if properties else None
-    if kind is None or kind.format != "NATIVE" or properties.count(_NATIVE_CONSTANT) != 1:
+    if kind is None or kind.format != old or properties.count(old_constant) != 1:
         return properties
-    patched = properties.replace(_NATIVE_CONSTANT, _CANONICAL_CONSTANT)
+    patched = properties.replace(old_constant, new_constant)
     patched_kind = snapshot_kind(patched)
-    converted = patched_kind is not None and patched_kind.format == "CANONICAL"
+    converted = patched_kind is not None and patched_kind.format == new
     return patched if converted else properties

@@ -16,6 +16,7 @@ from statectl.errors import FormatError, StatectlError
 from statectl.formats import keyed_blocks, snappy_framed
 from statectl.formats.handles import (
     HandleCode,
+    IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
     OperatorStateOffsets,
@@ -31,6 +32,7 @@ from statectl.operations.rescale.plan import (
 from statectl.operations.rescale.rekey import RekeyedEntry, RekeyOperator
 from statectl.savepoint import native
 from statectl.savepoint.files import CopyTask, OutputFile, copy_file
+from statectl.savepoint.native_writer import InstanceWriter, NativeOutput
 from statectl.savepoint.storage import Location, locate
 
 _FLUSH_BYTES = 1 << 20  # re-hashed entries are small: write them in pieces of this size
@@ -42,7 +44,7 @@ class SubtaskResult:
 
     operator_id: str
     index: int
-    keyed: KeyGroupsHandle | None
+    keyed: KeyGroupsHandle | IncrementalKeyedHandle | None
     operator: OperatorStateHandle | None
 
 
@@ -92,7 +94,11 @@ def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None
     return SubtaskResult(task.operator_id, task.index, keyed, operator)
 
 
-def _write_keyed(target: KeyedTarget, output: Location, name: str) -> KeyGroupsHandle:
+def _write_keyed(
+    target: KeyedTarget, output: Location, name: str
+) -> KeyGroupsHandle | IncrementalKeyedHandle:
+    if target.output is not None:
+        return write_native_keyed(target, target.output, output, name)
     first, last = target.key_groups
     offsets = [0] * (last - first + 1)
     out = OutputFile(output.child(name))
@@ -170,6 +176,10 @@ def write_rekeyed(
 ) -> SubtaskResult:
     """The keyed-state file of new subtask `index` of a re-hashed operator, from its entries
     sorted by key group, state id and key (the shuffle's order); written in bounded pieces."""
+    if operator.native is not None:
+        return write_rekeyed_native(
+            operator, operator.native, index, entries, output_url, storage_options
+        )
     first, last = operator.key_groups(index)
     offsets = [0] * (last - first + 1)
     name = operator.file_name(index)
@@ -201,3 +211,67 @@ def _keyed_handle(
     """A new canonical keyed-state file, as a savepoint's `_metadata` references it."""
     file = RelativeFileHandle(name, size)
     return KeyGroupsHandle(HandleCode.SAVEPOINT_KEY_GROUPS, first_key_group, tuple(offsets), file)
+
+
+# --- RocksDB native output -----------------------------------------------------------------
+
+
+def write_native_keyed(
+    target: KeyedTarget, how: NativeOutput, output: Location, name: str
+) -> IncrementalKeyedHandle:
+    """A new subtask's RocksDB instance from canonical block runs and old instances' rows.
+
+    Runs come in key-group order, so each column family receives its rows ascending; the
+    entries of a canonical block are sorted per state (the hashmap backend writes them in its
+    maps' order, RocksDB's iterator in key order)."""
+    with InstanceWriter(how.families, target.key_groups, how.prefix_bytes) as instance:
+        for run in target.runs:
+            _put_block_run(instance, run, target.compressed, len(how.families))
+        for native_run in target.native:
+            with native.opened(native_run.instance) as db:
+                for family, state_id in native_run.states:
+                    rows = db.rows(
+                        family, native_run.first, native_run.last, native_run.prefix_bytes
+                    )
+                    for key, value in rows:
+                        instance.put(state_id, bytes(key), bytes(value))
+        return instance.finish(target.header, output, name, how.checkpoint_id)
+
+
+def _put_block_run(
+    instance: InstanceWriter, run: BlockRun, compressed: bool, num_states: int
+) -> None:
+    mapping = dict(run.state_id_map or ())
+    ends = [offset for _, offset in run.offsets[1:]] + [run.end]
+    for (key_group, start), end in zip(run.offsets, ends, strict=True):
+        block = run.source.read(start, end)
+        by_state: dict[int, list[tuple[bytes, bytes]]] = {}
+        try:
+            for entry in keyed_blocks.iter_entries(block, compressed, None):
+                state_id = mapping.get(entry.state_id, entry.state_id)
+                by_state.setdefault(state_id, []).append((entry.key, entry.value))
+            for state_id, rows in by_state.items():
+                rows.sort()
+                for key, value in rows:
+                    instance.put(state_id, key, value)
+        except StatectlError as exc:
+            raise exc.with_source(f"{run.source.description} (key group {key_group})") from None
+
+
+def write_rekeyed_native(
+    operator: RekeyOperator,
+    how: NativeOutput,
+    index: int,
+    entries: Iterable[RekeyedEntry],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+) -> SubtaskResult:
+    """New subtask `index` of a re-hashed operator as a RocksDB instance, from its entries in
+    the shuffle's order (key group, state id, key): ascending per column family."""
+    name = f"{operator.operator_id}-{index:05d}"
+    output = locate(output_url, storage_options)
+    with InstanceWriter(how.families, operator.key_groups(index), how.prefix_bytes) as instance:
+        for _, state_id, key, value in entries:
+            instance.put(state_id, key, value)
+        keyed = instance.finish(operator.header, output, name, how.checkpoint_id)
+    return SubtaskResult(operator.operator_id, index, keyed, None)

@@ -104,11 +104,19 @@ def assemble(
                 )
             )
     metadata = plan.source.metadata
-    if any(p.rescaled and has_native_keyed_state(p.operator) for p in plan.operators):
-        # Native keyed state was converted: the output is a CANONICAL savepoint.
-        properties = native.canonical_savepoint_properties(metadata.properties)
-        metadata = dataclasses.replace(metadata, properties=properties)
-    return dataclasses.replace(metadata, operators=tuple(operators))
+    properties = _properties(plan, metadata.properties)
+    return dataclasses.replace(metadata, operators=tuple(operators), properties=properties)
+
+
+def _properties(plan: RescalePlan, properties: bytes) -> bytes:
+    """The savepoint's format type says what its keyed state now is: CANONICAL once native
+    state was written as blocks, NATIVE once all of it is RocksDB instances."""
+    written = [(p, p.writes_native) for p in plan.operators if p.rescaled and p.has_keyed_state]
+    if any(not out and has_native_keyed_state(p.operator) for p, out in written):
+        return native.canonical_savepoint_properties(properties)
+    if written and all(out for _, out in written):
+        return native.native_savepoint_properties(properties)
+    return properties
 
 
 def _by_subtask(results: list[Result]) -> dict[str, dict[int, SubtaskResult]]:
