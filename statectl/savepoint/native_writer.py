@@ -138,10 +138,10 @@ class InstanceWriter:
         db_folder = os.path.join(self.folder, "db")
         options = _options()
         options.create_if_missing(True)
-        options.create_missing_column_families(True)
-        families = {name: _options() for name in self.families}
-        db = Rdict(db_folder, options=options, column_families=families)
+        db = Rdict(db_folder, options=options)
         try:
+            for name in self.families:  # in the header's order, as Flink registers them
+                db.create_column_family(name, _options())
             for index, writer in sorted(self._writers.items()):
                 writer.finish()
                 ingest = IngestExternalFileOptions()
