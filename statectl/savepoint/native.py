@@ -424,6 +424,26 @@ class OpenInstance:
                     f"key group {key_group}: {exc}", self.instance.description
                 ) from None
 
+    def count_outside(self, state: str, prefix_bytes: int) -> int:
+        """Rows of one column family outside the handle's key-group range: Flink's own
+        rescale leaves them in the SST files it keeps (and skips them on restore)."""
+        from rocksdict import ReadOptions
+
+        owned = self.instance.key_groups
+        try:
+            family = self.db.get_column_family(state)
+        except Exception:  # a state registered but never written has no column family
+            return 0
+        if owned is None:
+            return sum(1 for _ in self._checked(_iterate(family, ReadOptions(), b"", True)))
+        below = ReadOptions()
+        below.set_iterate_upper_bound(owned[0].to_bytes(prefix_bytes, "big"))
+        count = sum(1 for _ in self._checked(_iterate(family, below, b"", True)))
+        if owned[1] + 1 < 256**prefix_bytes:
+            above = (owned[1] + 1).to_bytes(prefix_bytes, "big")
+            count += sum(1 for _ in self._checked(_iterate(family, ReadOptions(), above, True)))
+        return count
+
     def count(self, state: str, prefix_bytes: int) -> int:
         """Rows of one column family inside the handle's key-group range."""
         if self.instance.key_groups is None:
@@ -492,6 +512,13 @@ def read_blocks(
     """Canonical blocks of key groups first..last (clipped to what the instance owns)."""
     with opened(instance) as db:
         yield from db.blocks(states, first, last, prefix_bytes)
+
+
+def rows_outside(instance: NativeInstance, prefix_bytes: int) -> int:
+    """Rows of all the instance's states outside its handle's key-group range."""
+    _, header = meta_header(instance)
+    with opened(instance) as db:
+        return sum(db.count_outside(s.name, prefix_bytes) for s in header.states)
 
 
 def count_entries(instance: NativeInstance, prefix_bytes: int) -> dict[str, int]:

@@ -93,9 +93,7 @@ def test_flink_restores_exactly_the_written_state(outcome: dict[str, Any], case:
 
 
 @pytest.mark.parametrize("case", CASES, ids=CASE_IDS)
-def test_flinks_savepoint_of_the_restored_job_verifies(
-    outcome: dict[str, Any], case: Case
-) -> None:
+def test_flinks_savepoint_of_the_restored_job_verifies(outcome: dict[str, Any], case: Case) -> None:
     result = outcome["restored"][case.name]
     assert result["ok"], result["error"]
     code, out, err = run_cli("verify", "--deep", result["savepoint"])
