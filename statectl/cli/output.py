@@ -591,11 +591,13 @@ def _rescaled_operator_json(op: RescaledOperator) -> dict[str, Any]:
     return {
         **_pick(op, "id", "uid", "old_parallelism", "new_parallelism"),
         **_pick(op, "old_max_parallelism", "new_max_parallelism", "rescaled", "files", "bytes"),
+        **_pick(op, "old_keyed_format", "new_keyed_format"),
     }
 
 
 def _print_rescale_report(report: RescaleReport) -> None:
-    print_line(f"Wrote {report.destination} (canonical)")
+    formats = {op.new_keyed_format for op in report.operators if op.new_keyed_format}
+    print_line(f"Wrote {report.destination} ({', '.join(sorted(formats)) or 'canonical'})")
     table = Table()
     for column in ("operator", "parallelism", "files"):
         table.add_column(column)
@@ -613,8 +615,8 @@ def _parallelism_change(op: RescaledOperator) -> str:
         change = f"{op.old_parallelism} (kept)"
     elif op.old_parallelism != op.new_parallelism:
         change = f"{op.old_parallelism} → {op.new_parallelism}"
-    elif same_max:  # same parallelism and max parallelism: RocksDB native state converted
-        change = f"{op.old_parallelism} (native → canonical)"
+    elif same_max:  # same parallelism and max parallelism: keyed state changed format
+        change = f"{op.old_parallelism} ({op.old_keyed_format} → {op.new_keyed_format})"
     else:
         change = str(op.old_parallelism)
     if not same_max:

@@ -27,7 +27,7 @@ from statectl.operations.rescale.execute import (
     task_work,
     write_rekeyed,
 )
-from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
+from statectl.operations.rescale.plan import OperatorPlan, RescalePlan, has_native_keyed_state
 from statectl.operations.rescale.rekey import RekeyOperator, RekeySource, shuffle_records
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
@@ -46,6 +46,8 @@ class OperatorReport:
     bytes: int
     old_max_parallelism: int
     new_max_parallelism: int
+    old_keyed_format: str | None = None  # "native" or "canonical"; None: no keyed state
+    new_keyed_format: str | None = None
 
 
 @dataclass(frozen=True)
@@ -166,10 +168,19 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
                 sum(sizes.get(p.operator.operator_id_hex, ())),
                 p.operator.max_parallelism,
                 p.max_parallelism,
+                *_keyed_formats(p),
             )
             for p in plan.operators
         ),
     )
+
+
+def _keyed_formats(plan: OperatorPlan) -> tuple[str | None, str | None]:
+    """The operator's keyed format before and after (None, None: no keyed state written)."""
+    if not plan.rescaled or not plan.has_keyed_state:
+        return None, None
+    old = "native" if has_native_keyed_state(plan.operator) else "canonical"
+    return old, "native" if plan.writes_native else "canonical"
 
 
 def rescale(

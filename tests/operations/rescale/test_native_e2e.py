@@ -110,7 +110,9 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             assert done.value.code in (0, None)
         else:
             plan = plan_rescale(
-                open_savepoint(str(sources[case.source])), case.parallelism, keyed_format="canonical"
+                open_savepoint(str(sources[case.source])),
+                case.parallelism,
+                keyed_format="canonical",
             )
             rescale(plan, str(case.path))
     parallelism = {

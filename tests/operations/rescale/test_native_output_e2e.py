@@ -148,7 +148,7 @@ def _assert_rows_inside(sp: Any, handle: IncrementalKeyedHandle, uid: str, max_p
         assert families == [s.name for s in header.states]
         rows = 0
         for name in families:
-            for key in db.db.get_column_family(name).keys():
+            for key in db.db.get_column_family(name).keys(from_key=b""):
                 assert first <= int.from_bytes(key[:prefix], "big") <= last
                 rows += 1
         assert rows > 0
