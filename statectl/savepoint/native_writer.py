@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TYPE_CHECKING
@@ -100,9 +100,33 @@ class InstanceWriter:
 
     def put(self, family: int, key: bytes, value: bytes) -> None:
         """Add a row of column family `family` (index into `families`)."""
+        self.put_rows(family, ((key, value),))
+
+    def put_rows(self, family: int, rows: Iterable[tuple[bytes, bytes]]) -> None:
+        """Add rows of column family `family`, ascending and above any added before.
+
+        Checked at both ends of the run (the keys between lie between them); `SstFileWriter`
+        itself refuses a key that is not above the one before it.
+        """
         writer = self._writers.get(family)
         if writer is None:
             writer = self._writers[family] = self._open_sst(family)
+        count, key = 0, b""
+        for key, value in rows:
+            if not count:
+                self._check(family, key)
+            try:
+                writer[key] = value
+            except Exception as exc:  # rocksdict raises plain Exception
+                raise FormatError(f"state {self.families[family]!r}: {exc}") from None
+            count += 1
+        if count:
+            self._check(family, key)
+            self._last[family] = key
+            self._rows[family] += count
+
+    def _check(self, family: int, key: bytes) -> None:
+        """`key` lies above the last key added and in the subtask's key groups."""
         last = self._last[family]
         if last is not None and key <= last:
             raise FormatError(
@@ -116,9 +140,6 @@ class InstanceWriter:
                 f"state {self.families[family]!r}: key group {key_group} is outside the "
                 f"subtask's range {first}–{end}"
             )
-        writer[key] = value
-        self._last[family] = key
-        self._rows[family] += 1
 
     def _open_sst(self, family: int) -> SstFileWriter:
         from rocksdict import SstFileWriter

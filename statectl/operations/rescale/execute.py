@@ -8,6 +8,7 @@ size.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -226,21 +227,17 @@ def write_native_keyed(
     maps' order, RocksDB's iterator in key order)."""
     with InstanceWriter(how.families, target.key_groups, how.prefix_bytes) as instance:
         for run in target.runs:
-            _put_block_run(instance, run, target.compressed, len(how.families))
+            _put_block_run(instance, run, target.compressed)
         for native_run in target.native:
             with native.opened(native_run.instance) as db:
                 for family, state_id in native_run.states:
-                    rows = db.rows(
-                        family, native_run.first, native_run.last, native_run.prefix_bytes
-                    )
-                    for key, value in rows:
-                        instance.put(state_id, bytes(key), bytes(value))
+                    first, last = native_run.first, native_run.last
+                    rows = db.rows(family, first, last, native_run.prefix_bytes)
+                    instance.put_rows(state_id, rows)
         return instance.finish(target.header, output, name, how.checkpoint_id)
 
 
-def _put_block_run(
-    instance: InstanceWriter, run: BlockRun, compressed: bool, num_states: int
-) -> None:
+def _put_block_run(instance: InstanceWriter, run: BlockRun, compressed: bool) -> None:
     mapping = dict(run.state_id_map or ())
     ends = [offset for _, offset in run.offsets[1:]] + [run.end]
     for (key_group, start), end in zip(run.offsets, ends, strict=True):
@@ -252,10 +249,13 @@ def _put_block_run(
                 by_state.setdefault(state_id, []).append((entry.key, entry.value))
             for state_id, rows in by_state.items():
                 rows.sort()
-                for key, value in rows:
-                    instance.put(state_id, key, value)
+                instance.put_rows(state_id, rows)
         except StatectlError as exc:
             raise exc.with_source(f"{run.source.description} (key group {key_group})") from None
+
+
+def _state_id(entry: RekeyedEntry) -> int:
+    return entry[1]
 
 
 def write_rekeyed_native(
@@ -271,7 +271,7 @@ def write_rekeyed_native(
     name = f"{operator.operator_id}-{index:05d}"
     output = locate(output_url, storage_options)
     with InstanceWriter(how.families, operator.key_groups(index), how.prefix_bytes) as instance:
-        for _, state_id, key, value in entries:
-            instance.put(state_id, key, value)
+        for state_id, run in itertools.groupby(entries, key=_state_id):
+            instance.put_rows(state_id, ((key, value) for _, _, key, value in run))
         keyed = instance.finish(operator.header, output, name, how.checkpoint_id)
     return SubtaskResult(operator.operator_id, index, keyed, None)

@@ -8,6 +8,7 @@ or unreachable.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,15 @@ def test_output_is_a_self_contained_native_savepoint(outcome: dict[str, Any], ca
             _assert_rows_inside(sp, handle, uid, op.max_parallelism)
     if case.source != "rocksdb_retained_checkpoint":
         assert kind_of(path) == "NATIVE"
+    code, out, err = run_cli("verify", "--deep", str(path), "--json")
+    assert (code, err) == (0, ""), out
+    report = json.loads(out)
+    assert (report["findings"], report["notes"]) == ([], [])  # no row outside its key groups
+    assert report["checked"]["entries"] == sum(
+        sum(op["entry_counts"].values())
+        for op in load_manifest(case.source)["operators"]
+        if op["uid"] in KEYED_UIDS
+    )
 
 
 def _assert_rows_inside(sp: Any, handle: IncrementalKeyedHandle, uid: str, max_p: int) -> None:
