@@ -17,6 +17,7 @@ block-based table format version 4, CRC32C checksums, Snappy compression.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import tempfile
@@ -108,22 +109,24 @@ class InstanceWriter:
         Checked at both ends of the run (the keys between lie between them); `SstFileWriter`
         itself refuses a key that is not above the one before it.
         """
+        iterator = iter(rows)
+        head = next(iterator, None)
+        if head is None:  # no SST file then: RocksDB writes none without entries
+            return
+        self._check(family, head[0])
         writer = self._writers.get(family)
         if writer is None:
             writer = self._writers[family] = self._open_sst(family)
-        count, key = 0, b""
-        for key, value in rows:
-            if not count:
-                self._check(family, key)
+        count, key = 0, head[0]
+        for key, value in itertools.chain((head,), iterator):
             try:
                 writer[key] = value
             except Exception as exc:  # rocksdict raises plain Exception
                 raise FormatError(f"state {self.families[family]!r}: {exc}") from None
             count += 1
-        if count:
-            self._check(family, key)
-            self._last[family] = key
-            self._rows[family] += count
+        self._check(family, key)
+        self._last[family] = key
+        self._rows[family] += count
 
     def _check(self, family: int, key: bytes) -> None:
         """`key` lies above the last key added and in the subtask's key groups."""

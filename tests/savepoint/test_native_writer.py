@@ -62,6 +62,15 @@ def test_an_empty_instance_has_every_column_family_and_no_sst(tmp_path: Path) ->
     ]
 
 
+def test_a_column_family_without_rows_gets_no_sst(tmp_path: Path) -> None:
+    with InstanceWriter(FAMILIES, (0, 3), 1) as writer:
+        writer.put_rows(1, iter(()))
+        writer.put_rows(0, iter([(b"\x01k", b"v")]))
+        writer.put_rows(1, iter(()))
+        handle = writer.finish(b"M", locate(str(tmp_path)), "one", 1)
+    assert [native.file_kind(f.local_path) for f in handle.private].count("SST") == 1
+
+
 def test_a_key_outside_the_range_is_refused(tmp_path: Path) -> None:
     with InstanceWriter(FAMILIES, (5, 9), 1) as writer, pytest.raises(FormatError) as raised:
         writer.put(0, b"\x0ak\x00", b"v")
