@@ -284,6 +284,9 @@ public final class RestoreCheck {
         if (n.hasNonNull("savepoint_format")) {
             r.put("savepoint_format", n.get("savepoint_format").asText());
         }
+        if (n.hasNonNull("dump")) {
+            r.put("dump", n.get("dump").asBoolean());
+        }
         return r;
     }
 }
