@@ -176,11 +176,18 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _gather(file: NativeFile, target: str) -> None:
-    """Local files are linked, inline ones written, remote ones downloaded, segments copied."""
+def copy_files(instance: NativeInstance, folder: str) -> None:
+    """Every file of the instance copied into `folder` under its local name (to be written)."""
+    for file in instance.files:
+        _gather(file, os.path.join(folder, file.local_path), link=False)
+
+
+def _gather(file: NativeFile, target: str, link: bool = True) -> None:
+    """Local files are linked (copied unless `link`), inline ones written, remote ones
+    downloaded, segments copied."""
     stream = file.stream
     location = stream.location
-    if location is None or file.segment:  # inline bytes, or a range of a shared file
+    if location is None or file.segment or (location.is_local and not link):
         with open(target, "wb") as out:
             for start in range(0, stream.size, _SEGMENT_CHUNK):
                 out.write(stream.read(start, min(start + _SEGMENT_CHUNK, stream.size)))

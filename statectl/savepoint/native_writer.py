@@ -34,7 +34,7 @@ from statectl.formats.handles import (
     LocalFile,
     RelativeFileHandle,
 )
-from statectl.savepoint.native import file_kind, work_root
+from statectl.savepoint.native import NativeInstance, copy_files, file_kind, work_root
 from statectl.savepoint.storage import Location
 
 if TYPE_CHECKING:
@@ -55,15 +55,22 @@ _UPLOAD_CHUNK = 8 << 20
 
 
 def _options() -> Options:
-    from rocksdict import BlockBasedOptions, ChecksumType, DBCompressionType, Options
+    from rocksdict import Options
 
     options = Options(raw_mode=True)
+    _table_settings(options)
+    return options
+
+
+def _table_settings(options: Options) -> None:
+    """Tables every supported FRocksDB reads."""
+    from rocksdict import BlockBasedOptions, ChecksumType, DBCompressionType
+
     table = BlockBasedOptions()
     table.set_format_version(TABLE_FORMAT_VERSION)
     table.set_checksum_type(ChecksumType.crc32c())
     options.set_block_based_table_factory(table)
     options.set_compression_type(DBCompressionType.snappy())
-    return options
 
 
 class InstanceWriter:
@@ -83,6 +90,7 @@ class InstanceWriter:
         self._writers: dict[int, SstFileWriter] = {}
         self._rows = [0] * len(self.families)
         self._last: list[bytes | None] = [None] * len(self.families)
+        self._adopted = ""  # the folder of an adopted instance
 
     def __enter__(self) -> InstanceWriter:
         return self
@@ -155,10 +163,54 @@ class InstanceWriter:
     def rows(self) -> int:
         return sum(self._rows)
 
+    def adopt(self, instance: NativeInstance, first: int, last: int) -> None:
+        """Start from a copy of `instance` clipped to key groups `first..last` (inside the
+        subtask's, and the ones the instance owns: an instance Flink rescaled holds others' rows
+        too), instead of rows:
+        RocksDB deletes the other key groups' ranges and compacts each column family (as
+        Flink clips a base instance on restore, but without keeping any row outside), rewriting
+        every table with this module's settings; no row passes through Python."""
+        from rocksdict import BottommostLevelCompaction, CompactOptions, Options, Rdict
+
+        if self._writers or self._adopted:
+            raise ValueError("adopt() comes instead of rows")
+        db_folder = os.path.join(self.folder, "db")
+        os.mkdir(db_folder)
+        copy_files(instance, db_folder)
+        # The column families' options carry Flink's merge operator (list state: merge
+        # operands of incremental checkpoints meet in the compaction); the DB options are this
+        # module's: Flink's name its own working folders (WAL and log dirs).
+        _, families = Options.load_latest(db_folder, ignore_unknown_options=True)
+        for each in families.values():
+            _table_settings(each)
+        for name in self.families:
+            families.setdefault(name, _options())
+        options = _options()
+        options.create_missing_column_families(True)
+        compact = CompactOptions()
+        compact.set_bottommost_level_compaction(BottommostLevelCompaction.force())
+        if not self.key_groups[0] <= first <= last <= self.key_groups[1]:
+            raise FormatError(f"key groups {first}–{last} lie outside the subtask's")
+        width = self.prefix_bytes
+        db = Rdict(db_folder, options=options, column_families=families)
+        try:
+            for name in self.families:
+                family = db.get_column_family(name)
+                if first > 0:
+                    family.delete_range(b"", first.to_bytes(width, "big"))
+                if last + 1 < 256**width:  # above every key: the prefix and one byte more
+                    family.delete_range((last + 1).to_bytes(width, "big"), b"\xff" * (width + 1))
+                family.compact_range(None, None, compact)
+        finally:
+            db.close()
+        self._adopted = db_folder
+
     def build(self) -> str:
         """Ingest every column family's SST file into a new instance; its folder."""
         from rocksdict import IngestExternalFileOptions, Rdict
 
+        if self._adopted:
+            return self._adopted
         db_folder = os.path.join(self.folder, "db")
         options = _options()
         options.create_if_missing(True)

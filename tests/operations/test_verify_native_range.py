@@ -12,9 +12,10 @@ from statectl.formats.metadata import read_metadata, write_metadata
 from tests.conftest import fixture_savepoint, run_cli
 
 
-def _narrowed(tmp_path: Path) -> Path:
+def _narrowed(tmp_path: Path, second: tuple[int, int] = (32, 96)) -> Path:
     """rocksdb_native_full with subtask 0 of keyed-str claiming key groups 0–31 (its instance
-    holds 0–63) and subtask 1 claiming 32–127: the layout a rescale in Flink leaves."""
+    holds 0–63) and subtask 1 claiming `second` (start, count), by default 32–127: the layout a
+    rescale in Flink leaves."""
     copy = tmp_path / "narrowed"
     shutil.copytree(fixture_savepoint("rocksdb_native_full"), copy)
     metadata = read_metadata((copy / "_metadata").read_bytes())
@@ -25,7 +26,7 @@ def _narrowed(tmp_path: Path) -> Path:
             for subtask in op.subtasks or ():
                 handle = subtask.managed_keyed_state
                 assert isinstance(handle, IncrementalKeyedHandle)
-                start, count = (0, 32) if subtask.index == 0 else (32, 96)
+                start, count = (0, 32) if subtask.index == 0 else second
                 handle = dataclasses.replace(handle, start_key_group=start, num_key_groups=count)
                 subtasks.append(dataclasses.replace(subtask, managed_keyed_state=handle))
             op = dataclasses.replace(op, subtasks=tuple(subtasks))
