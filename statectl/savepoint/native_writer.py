@@ -173,7 +173,7 @@ class InstanceWriter:
         from rocksdict import BottommostLevelCompaction, CompactOptions, Options, Rdict
 
         if self._writers or self._adopted:
-            raise ValueError("adopt() comes instead of rows")
+            raise ValueError("adopt() comes before any row")
         db_folder = os.path.join(self.folder, "db")
         os.mkdir(db_folder)
         copy_files(instance, db_folder)
@@ -206,18 +206,25 @@ class InstanceWriter:
         self._adopted = db_folder
 
     def build(self) -> str:
-        """Ingest every column family's SST file into a new instance; its folder."""
-        from rocksdict import IngestExternalFileOptions, Rdict
+        """Ingest every column family's SST file into a new instance (or the adopted one,
+        whose rows lie in other key groups); its folder."""
+        from rocksdict import IngestExternalFileOptions, Options, Rdict
 
         if self._adopted:
-            return self._adopted
-        db_folder = os.path.join(self.folder, "db")
-        options = _options()
-        options.create_if_missing(True)
-        db = Rdict(db_folder, options=options)
+            if not self._writers:
+                return self._adopted
+            db_folder = self._adopted
+            _, families = Options.load_latest(db_folder, ignore_unknown_options=True)
+            db = Rdict(db_folder, options=_options(), column_families=families)
+        else:
+            db_folder = os.path.join(self.folder, "db")
+            options = _options()
+            options.create_if_missing(True)
+            db = Rdict(db_folder, options=options)
         try:
-            for name in self.families:  # in the header's order, as Flink registers them
-                db.create_column_family(name, _options())
+            if not self._adopted:
+                for name in self.families:  # in the header's order, as Flink registers them
+                    db.create_column_family(name, _options())
             for index, writer in sorted(self._writers.items()):
                 writer.finish()
                 ingest = IngestExternalFileOptions()

@@ -226,13 +226,14 @@ def write_native_keyed(
     entries of a canonical block are sorted per state (the hashmap backend writes them in its
     maps' order, RocksDB's iterator in key order)."""
     with InstanceWriter(how.families, target.key_groups, how.prefix_bytes) as instance:
-        if not target.runs and len(target.native) == 1:  # one old instance: clipped in RocksDB
-            only = target.native[0]
-            instance.adopt(only.instance, only.first, only.last)
-            return instance.finish(target.header, output, name, how.checkpoint_id)
+        others = list(target.native)
+        if not target.runs and others:  # the widest old instance clipped by RocksDB
+            widest = max(others, key=lambda run: run.last - run.first)
+            instance.adopt(widest.instance, widest.first, widest.last)
+            others.remove(widest)
         for run in target.runs:
             _put_block_run(instance, run, target.compressed)
-        for native_run in target.native:
+        for native_run in others:
             with native.opened(native_run.instance) as db:
                 for family, state_id in native_run.states:
                     first, last = native_run.first, native_run.last
