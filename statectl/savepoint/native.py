@@ -39,7 +39,7 @@ from statectl.savepoint.keyed import read_header
 from statectl.savepoint.model import Savepoint, StateStream
 
 if TYPE_CHECKING:
-    from rocksdict import Rdict
+    from rocksdict import Options, Rdict
 
 WORK_DIR_ENV = "STATECTL_LOCAL_DIR"
 _ASYNC_STATE_TYPE = "KEY_VALUE_V2"
@@ -253,18 +253,16 @@ def _check_options_file(folder: str, file: NativeFile, description: str) -> None
         )
 
 
-def _open(folder: str, instance: NativeInstance) -> Rdict:
-    from rocksdict import AccessType, Options, Rdict
+def column_family_options(folder: str, instance: NativeInstance) -> dict[str, Options]:
+    """The column families' options of the instance gathered in `folder`, from its checked
+    OPTIONS file: they carry Flink's merge operator (list state), so merge operands that sit in
+    different SST files (incremental checkpoints) read back merged."""
+    from rocksdict import Options
 
     for file in instance.files:
         if file.kind == "OPTIONS":
             _check_options_file(folder, file, instance.description)
-    options = Options(raw_mode=True)
-    # A corrupt MANIFEST record fails the open instead of being skipped (with the files it adds).
-    options.set_paranoid_checks(True)
     try:
-        # The OPTIONS file carries Flink's merge operator (list state), so merge operands that
-        # sit in different SST files (incremental checkpoints) read back merged.
         _, column_families = Options.load_latest(folder, ignore_unknown_options=True)
     except Exception as exc:  # rocksdict raises plain Exception
         options_file = next((f for f in instance.files if f.kind == "OPTIONS"), None)
@@ -273,6 +271,16 @@ def _open(folder: str, instance: NativeInstance) -> Rdict:
             f"({_local_text(exc, folder)})",
             options_file.stream.description if options_file else instance.meta.description,
         ) from None
+    return column_families
+
+
+def _open(folder: str, instance: NativeInstance) -> Rdict:
+    from rocksdict import AccessType, Options, Rdict
+
+    column_families = column_family_options(folder, instance)
+    options = Options(raw_mode=True)
+    # A corrupt MANIFEST record fails the open instead of being skipped (with the files it adds).
+    options.set_paranoid_checks(True)
     try:
         return Rdict(
             folder,
@@ -333,6 +341,20 @@ def _corruption(exc: Exception, folder: str, instance: NativeInstance) -> Format
         f"{instance.description}: file {named.local_path} is corrupt ({text})",
         named.stream.description,
     )
+
+
+def rocksdb_error(exc: Exception, folder: str, instance: NativeInstance) -> FormatError:
+    """What RocksDB raised on `instance` (opened in `folder`), as one line naming the file it
+    blames (for writers that open a copy of an instance, see `native_writer`)."""
+    corrupt = _corruption(exc, folder, instance)
+    if corrupt is not None:
+        return corrupt
+    return FormatError(f"RocksDB: {_local_text(exc, folder)}", instance.description)
+
+
+def check_live_files(db: Rdict, instance: NativeInstance) -> None:
+    """`_check_live_files` for writers that open a copy of an instance."""
+    _check_live_files(db, instance)
 
 
 def _check_live_files(db: Rdict, instance: NativeInstance) -> None:

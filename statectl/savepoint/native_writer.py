@@ -17,6 +17,7 @@ block-based table format version 4, CRC32C checksums, Snappy compression.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -34,7 +35,15 @@ from statectl.formats.handles import (
     LocalFile,
     RelativeFileHandle,
 )
-from statectl.savepoint.native import NativeInstance, copy_files, file_kind, work_root
+from statectl.savepoint.native import (
+    NativeInstance,
+    check_live_files,
+    column_family_options,
+    copy_files,
+    file_kind,
+    rocksdb_error,
+    work_root,
+)
 from statectl.savepoint.storage import Location
 
 if TYPE_CHECKING:
@@ -170,7 +179,7 @@ class InstanceWriter:
         RocksDB deletes the other key groups' ranges and compacts each column family (as
         Flink clips a base instance on restore, but without keeping any row outside), rewriting
         every table with this module's settings; no row passes through Python."""
-        from rocksdict import BottommostLevelCompaction, CompactOptions, Options, Rdict
+        from rocksdict import BottommostLevelCompaction, CompactOptions, Rdict
 
         if self._writers or self._adopted:
             raise ValueError("adopt() comes before any row")
@@ -180,20 +189,25 @@ class InstanceWriter:
         # The column families' options carry Flink's merge operator (list state: merge
         # operands of incremental checkpoints meet in the compaction); the DB options are this
         # module's: Flink's name its own working folders (WAL and log dirs).
-        _, families = Options.load_latest(db_folder, ignore_unknown_options=True)
+        families = column_family_options(db_folder, instance)
         for each in families.values():
             _table_settings(each)
         for name in self.families:
             families.setdefault(name, _options())
         options = _options()
         options.create_missing_column_families(True)
+        options.set_paranoid_checks(True)  # a corrupt MANIFEST record fails, as when reading
         compact = CompactOptions()
         compact.set_bottommost_level_compaction(BottommostLevelCompaction.force())
         if not self.key_groups[0] <= first <= last <= self.key_groups[1]:
             raise FormatError(f"key groups {first}–{last} lie outside the subtask's")
         width = self.prefix_bytes
-        db = Rdict(db_folder, options=options, column_families=families)
         try:
+            db = Rdict(db_folder, options=options, column_families=families)
+        except Exception as exc:  # rocksdict raises plain Exception
+            raise rocksdb_error(exc, db_folder, instance) from None
+        try:
+            check_live_files(db, instance)
             for name in self.families:
                 family = db.get_column_family(name)
                 if first > 0:
@@ -201,8 +215,13 @@ class InstanceWriter:
                 if last + 1 < 256**width:  # above every key: the prefix and one byte more
                     family.delete_range((last + 1).to_bytes(width, "big"), b"\xff" * (width + 1))
                 family.compact_range(None, None, compact)
-        finally:
-            db.close()
+            db.close()  # reports what failed in the compaction too
+        except Exception as exc:  # a block failing its checksum, in the compaction or at close
+            with contextlib.suppress(Exception):
+                db.close()
+            if isinstance(exc, FormatError):
+                raise
+            raise rocksdb_error(exc, db_folder, instance) from None
         self._adopted = db_folder
 
     def build(self) -> str:
