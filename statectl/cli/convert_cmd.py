@@ -1,4 +1,5 @@
-"""`statectl convert`: a RocksDB NATIVE savepoint or retained checkpoint → a CANONICAL savepoint."""
+"""`statectl convert`: keyed state to CANONICAL blocks or NATIVE RocksDB instances, at the same
+parallelism."""
 
 from __future__ import annotations
 
@@ -17,17 +18,20 @@ from statectl.cli.options import (
     SparkConfOption,
     StorageOptionFlags,
 )
-from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
+from statectl.cli.rescale_cmd import WriteFlags, keyed_format_value, plan_and_write
 from statectl.operations.rescale.plan import plan_rescale
-
-FORMATS = ("canonical",)
 
 
 def convert(
     source: SourceArgument,
     destination: DestinationOption,
     format: Annotated[
-        str, typer.Option("--format", help="Output format; only 'canonical'.")
+        str,
+        typer.Option(
+            "--format",
+            help="Keyed state of the output: 'canonical' (key-group blocks) or 'native' "
+            "(RocksDB instances).",
+        ),
     ] = "canonical",
     master: MasterOption = DEFAULT_MASTER,
     conf: SparkConfOption = None,
@@ -36,25 +40,30 @@ def convert(
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
 ) -> None:
-    """Turn RocksDB (or ForSt) native keyed state into canonical key-group blocks, at the same
-    parallelism.
+    """Turn RocksDB (or ForSt) native keyed state into canonical key-group blocks, or canonical
+    keyed state into RocksDB native instances, at the same parallelism.
 
     Each RocksDB instance (native savepoint, or incremental checkpoint with its shared files) is
     opened read-only with rocksdict on the Spark executor's local disk; its rows become
     canonical blocks, which the hashmap and RocksDB backends restore (Flink 2.3's ForSt restores
-    no canonical savepoint). Other state is copied, so the output is self-contained; the input
-    is never modified.
+    no canonical savepoint). With --format native, every subtask's keyed state becomes a
+    RocksDB instance (a NATIVE savepoint, for the RocksDB backend). Other state is copied, so
+    the output is self-contained; the input is never modified.
 
     Examples:
 
       statectl convert ./savepoint-native -o ./savepoint-canonical --format canonical
 
+      statectl convert ./savepoint-hashmap -o ./savepoint-rocksdb --format native
+
       statectl convert s3://b/checkpoints/job/chk-42 -o s3://b/savepoints/sp-42
     """
-    if format.lower() not in FORMATS:
-        raise typer.BadParameter(
-            f"{format!r}: statectl writes only CANONICAL savepoints", param_hint="--format"
-        )
+    keyed_format = keyed_format_value(format)
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
-    # the same parallelism: native state becomes canonical
-    plan_and_write("convert", source, storage_option, flags, lambda sp: plan_rescale(sp, None))
+    plan_and_write(
+        "convert",
+        source,
+        storage_option,
+        flags,
+        lambda sp: plan_rescale(sp, None, keyed_format=keyed_format),  # the same parallelism
+    )

@@ -601,6 +601,7 @@ def _rescaled_operator_json(op: RescaledOperator) -> dict[str, Any]:
     return {
         **_pick(op, "id", "uid", "old_parallelism", "new_parallelism"),
         **_pick(op, "old_max_parallelism", "new_max_parallelism", "rescaled", "files", "bytes"),
+        **_pick(op, "old_keyed_format", "new_keyed_format"),
         "keyed_bytes": list(op.keyed_bytes),
         "keyed_max_over_mean": _rounded(op.keyed_skew),
     }
@@ -611,7 +612,8 @@ def _rounded(ratio: float | None) -> float | None:
 
 
 def _print_rescale_report(report: RescaleReport) -> None:
-    print_line(f"Wrote {report.destination} (canonical)")
+    formats = {op.new_keyed_format for op in report.operators if op.new_keyed_format}
+    print_line(f"Wrote {report.destination} ({', '.join(sorted(formats)) or 'canonical'})")
     table = Table()
     for column in ("operator", "parallelism", "files"):
         table.add_column(column)
@@ -631,8 +633,8 @@ def _parallelism_change(op: RescaledOperator) -> str:
         change = f"{op.old_parallelism} (kept)"
     elif op.old_parallelism != op.new_parallelism:
         change = f"{op.old_parallelism} → {op.new_parallelism}"
-    elif same_max:  # same parallelism and max parallelism: RocksDB native state converted
-        change = f"{op.old_parallelism} (native → canonical)"
+    elif same_max:  # same parallelism and max parallelism: keyed state changed format
+        change = f"{op.old_parallelism} ({op.old_keyed_format} → {op.new_keyed_format})"
     else:
         change = str(op.old_parallelism)
     if not same_max:

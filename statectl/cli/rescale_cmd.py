@@ -64,6 +64,7 @@ def rescale(
             "Double, Float; SQL's RowData; Tuple and Row of the basic types.",
         ),
     ] = None,
+    keyed_format: KeyedFormatOption = None,
     master: MasterOption = DEFAULT_MASTER,
     conf: SparkConfOption = None,
     overwrite: OverwriteOption = False,
@@ -73,8 +74,11 @@ def rescale(
 ) -> None:
     """Repartition keyed state by key group and redistribute operator state, as Flink would.
 
-    Key-group blocks and list elements are copied as bytes. The output is a CANONICAL
-    savepoint that Flink restores at the new parallelism; the input is never modified.
+    Key-group blocks and list elements are copied as bytes. Keyed state keeps the input's
+    format unless --format says otherwise: CANONICAL key-group blocks, or NATIVE RocksDB
+    instances (one per new subtask, holding exactly its key groups, which Flink's RocksDB
+    backend restores as fast as its own native savepoint). Flink restores the output at the new
+    parallelism; the input is never modified.
 
     --max-parallelism re-hashes every key into the key groups of the new max parallelism
     (keys of the types listed under the option only); the restored job must set that max
@@ -96,7 +100,9 @@ def rescale(
         )
 
     def plan_with(savepoint: Savepoint) -> RescalePlan:
-        return plan_rescale(savepoint, parallelism, overrides, max_parallelism)
+        return plan_rescale(
+            savepoint, parallelism, overrides, max_parallelism, keyed_format_value(keyed_format)
+        )
 
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
     plan_and_write("rescale", source, storage_option, flags, plan_with)
@@ -109,6 +115,29 @@ def _operator_override(pair: str) -> tuple[str, int]:
     if not sep or not name:
         raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--operator")
     return name, _positive_int(value, name)
+
+
+KEYED_FORMATS = ("native", "canonical")
+
+KeyedFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        help="Keyed state of the output: 'native' (RocksDB instances) or 'canonical' (key-group "
+        "blocks). Default: the input's.",
+    ),
+]
+
+
+def keyed_format_value(value: str | None) -> str | None:
+    """'native', 'canonical' or None (the input's), from the --format option."""
+    if value is None:
+        return None
+    if value.lower() not in KEYED_FORMATS:
+        raise typer.BadParameter(
+            f"{value!r}: choose 'native' or 'canonical'", param_hint="--format"
+        )
+    return value.lower()
 
 
 def _positive_int(value: str, name: str) -> int:

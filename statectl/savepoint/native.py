@@ -39,7 +39,7 @@ from statectl.savepoint.keyed import read_header
 from statectl.savepoint.model import Savepoint, StateStream
 
 if TYPE_CHECKING:
-    from rocksdict import Rdict
+    from rocksdict import Options, Rdict
 
 WORK_DIR_ENV = "STATECTL_LOCAL_DIR"
 _ASYNC_STATE_TYPE = "KEY_VALUE_V2"
@@ -176,11 +176,18 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _gather(file: NativeFile, target: str) -> None:
-    """Local files are linked, inline ones written, remote ones downloaded, segments copied."""
+def copy_files(instance: NativeInstance, folder: str) -> None:
+    """Every file of the instance copied into `folder` under its local name (to be written)."""
+    for file in instance.files:
+        _gather(file, os.path.join(folder, file.local_path), link=False)
+
+
+def _gather(file: NativeFile, target: str, link: bool = True) -> None:
+    """Local files are linked (copied unless `link`), inline ones written, remote ones
+    downloaded, segments copied."""
     stream = file.stream
     location = stream.location
-    if location is None or file.segment:  # inline bytes, or a range of a shared file
+    if location is None or file.segment or (location.is_local and not link):
         with open(target, "wb") as out:
             for start in range(0, stream.size, _SEGMENT_CHUNK):
                 out.write(stream.read(start, min(start + _SEGMENT_CHUNK, stream.size)))
@@ -246,18 +253,16 @@ def _check_options_file(folder: str, file: NativeFile, description: str) -> None
         )
 
 
-def _open(folder: str, instance: NativeInstance) -> Rdict:
-    from rocksdict import AccessType, Options, Rdict
+def column_family_options(folder: str, instance: NativeInstance) -> dict[str, Options]:
+    """The column families' options of the instance gathered in `folder`, from its checked
+    OPTIONS file: they carry Flink's merge operator (list state), so merge operands that sit in
+    different SST files (incremental checkpoints) read back merged."""
+    from rocksdict import Options
 
     for file in instance.files:
         if file.kind == "OPTIONS":
             _check_options_file(folder, file, instance.description)
-    options = Options(raw_mode=True)
-    # A corrupt MANIFEST record fails the open instead of being skipped (with the files it adds).
-    options.set_paranoid_checks(True)
     try:
-        # The OPTIONS file carries Flink's merge operator (list state), so merge operands that
-        # sit in different SST files (incremental checkpoints) read back merged.
         _, column_families = Options.load_latest(folder, ignore_unknown_options=True)
     except Exception as exc:  # rocksdict raises plain Exception
         options_file = next((f for f in instance.files if f.kind == "OPTIONS"), None)
@@ -266,6 +271,16 @@ def _open(folder: str, instance: NativeInstance) -> Rdict:
             f"({_local_text(exc, folder)})",
             options_file.stream.description if options_file else instance.meta.description,
         ) from None
+    return column_families
+
+
+def _open(folder: str, instance: NativeInstance) -> Rdict:
+    from rocksdict import AccessType, Options, Rdict
+
+    column_families = column_family_options(folder, instance)
+    options = Options(raw_mode=True)
+    # A corrupt MANIFEST record fails the open instead of being skipped (with the files it adds).
+    options.set_paranoid_checks(True)
     try:
         return Rdict(
             folder,
@@ -326,6 +341,20 @@ def _corruption(exc: Exception, folder: str, instance: NativeInstance) -> Format
         f"{instance.description}: file {named.local_path} is corrupt ({text})",
         named.stream.description,
     )
+
+
+def rocksdb_error(exc: Exception, folder: str, instance: NativeInstance) -> FormatError:
+    """What RocksDB raised on `instance` (opened in `folder`), as one line naming the file it
+    blames (for writers that open a copy of an instance, see `native_writer`)."""
+    corrupt = _corruption(exc, folder, instance)
+    if corrupt is not None:
+        return corrupt
+    return FormatError(f"RocksDB: {_local_text(exc, folder)}", instance.description)
+
+
+def check_live_files(db: Rdict, instance: NativeInstance) -> None:
+    """`_check_live_files` for writers that open a copy of an instance."""
+    _check_live_files(db, instance)
 
 
 def _check_live_files(db: Rdict, instance: NativeInstance) -> None:
@@ -423,6 +452,26 @@ class OpenInstance:
                 raise FormatError(
                     f"key group {key_group}: {exc}", self.instance.description
                 ) from None
+
+    def count_outside(self, state: str, prefix_bytes: int) -> int:
+        """Rows of one column family outside the handle's key-group range: Flink's own
+        rescale leaves them in the SST files it keeps (and skips them on restore)."""
+        from rocksdict import ReadOptions
+
+        owned = self.instance.key_groups
+        try:
+            family = self.db.get_column_family(state)
+        except Exception:  # a state registered but never written has no column family
+            return 0
+        if owned is None:
+            return sum(1 for _ in self._checked(_iterate(family, ReadOptions(), b"", True)))
+        below = ReadOptions()
+        below.set_iterate_upper_bound(owned[0].to_bytes(prefix_bytes, "big"))
+        count = sum(1 for _ in self._checked(_iterate(family, below, b"", True)))
+        if owned[1] + 1 < 256**prefix_bytes:
+            above = (owned[1] + 1).to_bytes(prefix_bytes, "big")
+            count += sum(1 for _ in self._checked(_iterate(family, ReadOptions(), above, True)))
+        return count
 
     def count(self, state: str, prefix_bytes: int) -> int:
         """Rows of one column family inside the handle's key-group range."""
@@ -522,6 +571,13 @@ def read_blocks(
         yield from db.blocks(states, first, last, prefix_bytes)
 
 
+def rows_outside(instance: NativeInstance, prefix_bytes: int) -> int:
+    """Rows of all the instance's states outside its handle's key-group range."""
+    _, header = meta_header(instance)
+    with opened(instance) as db:
+        return sum(db.count_outside(s.name, prefix_bytes) for s in header.states)
+
+
 def count_entries(instance: NativeInstance, prefix_bytes: int) -> dict[str, int]:
     """Entries per state (rows per column family in the owned range), as canonical blocks count."""
     _, header = meta_header(instance)
@@ -554,12 +610,25 @@ def canonical_savepoint_properties(properties: bytes) -> bytes:
 
     The format type is an enum constant, serialized by name; no length elsewhere covers it.
     """
+    return _savepoint_format(properties, "NATIVE", "CANONICAL")
+
+
+def native_savepoint_properties(properties: bytes) -> bytes:
+    """The `_metadata` tail of a CANONICAL savepoint rewritten to say NATIVE (else unchanged)."""
+    return _savepoint_format(properties, "CANONICAL", "NATIVE")
+
+
+_FORMAT_CONSTANTS = {"NATIVE": _NATIVE_CONSTANT, "CANONICAL": _CANONICAL_CONSTANT}
+
+
+def _savepoint_format(properties: bytes, old: str, new: str) -> bytes:
     from statectl.formats.metadata import snapshot_kind
 
+    old_constant, new_constant = _FORMAT_CONSTANTS[old], _FORMAT_CONSTANTS[new]
     kind = snapshot_kind(properties) if properties else None
-    if kind is None or kind.format != "NATIVE" or properties.count(_NATIVE_CONSTANT) != 1:
+    if kind is None or kind.format != old or properties.count(old_constant) != 1:
         return properties
-    patched = properties.replace(_NATIVE_CONSTANT, _CANONICAL_CONSTANT)
+    patched = properties.replace(old_constant, new_constant)
     patched_kind = snapshot_kind(patched)
-    converted = patched_kind is not None and patched_kind.format == "CANONICAL"
+    converted = patched_kind is not None and patched_kind.format == new
     return patched if converted else properties

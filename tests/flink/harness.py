@@ -350,6 +350,8 @@ class RestoreRequest:
     # this directory; the result's "savepoint" is its path (e.g. a savepoint Flink rescaled).
     savepoint_dir: str | Path | None = None
     savepoint_format: str = "NATIVE"
+    # False: keyed operators dump no keys (restore timing of large savepoints, benchmarks)
+    dump: bool = True
 
     def to_json(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

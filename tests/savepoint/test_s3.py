@@ -57,7 +57,7 @@ def upload(fs: object, local: Path, name: str) -> str:
     [
         ("hashmap_canonical_files", ("rescale", "-p", "3")),
         ("hashmap_canonical_files", ("rescale", "--max-parallelism", "256", "-p", "3")),
-        ("rocksdb_native_full", ("rescale", "-p", "1")),
+        ("rocksdb_native_full", ("rescale", "-p", "1", "--format", "canonical")),
     ],
 )
 def test_rescale_on_s3_equals_rescale_between_local_folders(
@@ -85,6 +85,25 @@ def test_rescale_on_s3_equals_rescale_between_local_folders(
     code, _, err = cli(command, remote, "-o", output, *extra, *flags(options))
     assert code == 1 and "destination exists" in err
     assert files_under(output, options) == written
+
+
+def test_native_output_on_s3_holds_the_state_of_a_local_one(
+    spark: object, s3: tuple[object, dict[str, str]], tmp_path: Path
+) -> None:
+    """RocksDB instances are uploaded through fsspec; their files carry random ids (DB and
+    session ids, as RocksDB writes them), so the outputs compare by file names and state."""
+    fs, options = s3
+    source = fixture_savepoint("rocksdb_native_full")
+    local = tmp_path / "local"
+    assert cli("rescale", str(source), "-o", str(local), "-p", "3")[0] == 0
+    remote = upload(fs, source, f"{tmp_path.name}-native")
+    output = f"{remote}-out"
+    code, _, err = cli("rescale", remote, "-o", output, "-p", "3", "--json", *flags(options))
+    assert code == 0, err
+    assert files_under(output, options).keys() == files_under(local).keys()
+    code, out, err = cli("diff", str(local), output, *flags(options))
+    assert (code, err) == (0, ""), out
+    assert out.strip().endswith("identical (13 states compared)")
 
 
 def test_inspect_verify_and_diff_on_s3(

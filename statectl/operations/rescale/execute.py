@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import operator as operators
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from statectl.errors import FormatError, StatectlError
 from statectl.formats import keyed_blocks, snappy_framed
 from statectl.formats.handles import (
     HandleCode,
+    IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
     OperatorStateOffsets,
@@ -34,6 +35,7 @@ from statectl.operations.rescale.plan import (
 from statectl.operations.rescale.rekey import Chunk, RekeyOperator
 from statectl.savepoint import native
 from statectl.savepoint.files import CopyTask, OutputFile, copy_file
+from statectl.savepoint.native_writer import InstanceWriter, NativeOutput
 from statectl.savepoint.storage import Location, locate
 
 _FLUSH_BYTES = 1 << 20  # re-hashed entries are small: write them in pieces of this size
@@ -45,7 +47,7 @@ class SubtaskResult:
 
     operator_id: str
     index: int
-    keyed: KeyGroupsHandle | None
+    keyed: KeyGroupsHandle | IncrementalKeyedHandle | None
     operator: OperatorStateHandle | None
 
 
@@ -95,7 +97,11 @@ def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None
     return SubtaskResult(task.operator_id, task.index, keyed, operator)
 
 
-def _write_keyed(target: KeyedTarget, output: Location, name: str) -> KeyGroupsHandle:
+def _write_keyed(
+    target: KeyedTarget, output: Location, name: str
+) -> KeyGroupsHandle | IncrementalKeyedHandle:
+    if target.output is not None:
+        return write_native_keyed(target, target.output, output, name)
     first, last = target.key_groups
     offsets = [0] * (last - first + 1)
     out = OutputFile(output.child(name))
@@ -174,6 +180,10 @@ def write_rekeyed(
     """The keyed-state file of new subtask `index` of a re-hashed operator, from its (key
     group, chunk) pairs sorted by key group (the shuffle's order); written a key group at a
     time, so memory holds one key group's chunks."""
+    if operator.native is not None:
+        return write_rekeyed_native(
+            operator, operator.native, index, chunks, output_url, storage_options
+        )
     first, last = operator.key_groups(index)
     offsets = [0] * (last - first + 1)
     name = operator.file_name(index)
@@ -228,3 +238,94 @@ def _keyed_handle(
     """A new canonical keyed-state file, as a savepoint's `_metadata` references it."""
     file = RelativeFileHandle(name, size)
     return KeyGroupsHandle(HandleCode.SAVEPOINT_KEY_GROUPS, first_key_group, tuple(offsets), file)
+
+
+# --- RocksDB native output -----------------------------------------------------------------
+
+
+def write_native_keyed(
+    target: KeyedTarget, how: NativeOutput, output: Location, name: str
+) -> IncrementalKeyedHandle:
+    """A new subtask's RocksDB instance from canonical block runs and old instances' rows.
+
+    Runs come in key-group order, so each column family receives its rows ascending; the
+    entries of a canonical block are sorted per state (the hashmap backend writes them in its
+    maps' order, RocksDB's iterator in key order)."""
+    with InstanceWriter(how.families, target.key_groups, how.prefix_bytes) as instance:
+        others = list(target.native)
+        if not target.runs and others:  # the widest old instance clipped by RocksDB
+            widest = max(others, key=lambda run: run.last - run.first)
+            instance.adopt(widest.instance, widest.first, widest.last)
+            others.remove(widest)
+        for run in target.runs:
+            _put_block_run(instance, run, target.compressed)
+        for native_run in others:
+            with native.opened(native_run.instance) as db:
+                for family, state_id in native_run.states:
+                    first, last = native_run.first, native_run.last
+                    rows = db.rows(family, first, last, native_run.prefix_bytes)
+                    instance.put_rows(state_id, rows)
+        return instance.finish(target.header, output, name, how.checkpoint_id)
+
+
+def _put_block_run(instance: InstanceWriter, run: BlockRun, compressed: bool) -> None:
+    mapping = dict(run.state_id_map or ())
+    ends = [offset for _, offset in run.offsets[1:]] + [run.end]
+    for (key_group, start), end in zip(run.offsets, ends, strict=True):
+        block = run.source.read(start, end)
+        by_state: dict[int, list[tuple[bytes, bytes]]] = {}
+        try:
+            for entry in keyed_blocks.iter_entries(block, compressed, None):
+                state_id = mapping.get(entry.state_id, entry.state_id)
+                by_state.setdefault(state_id, []).append((entry.key, entry.value))
+            for state_id, rows in by_state.items():
+                rows.sort()
+                instance.put_rows(state_id, rows)
+        except StatectlError as exc:
+            raise exc.with_source(f"{run.source.description} (key group {key_group})") from None
+
+
+def write_rekeyed_native(
+    operator: RekeyOperator,
+    how: NativeOutput,
+    index: int,
+    chunks: Iterable[tuple[int, Chunk]],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+) -> SubtaskResult:
+    """New subtask `index` of a re-hashed operator as a RocksDB instance, from its (key group,
+    chunk) pairs sorted by key group: each key group's rows sorted by key per column family,
+    so every column family receives its rows ascending."""
+    name = f"{operator.operator_id}-{index:05d}"
+    output = locate(output_url, storage_options)
+    with InstanceWriter(how.families, operator.key_groups(index), how.prefix_bytes) as instance:
+        for _, group in itertools.groupby(chunks, key=operators.itemgetter(0)):
+            for state_id, rows in _sorted_rows([chunk for _, chunk in group]):
+                instance.put_rows(state_id, rows)
+        keyed = instance.finish(operator.header, output, name, how.checkpoint_id)
+    return SubtaskResult(operator.operator_id, index, keyed, None)
+
+
+def _sorted_rows(chunks: list[Chunk]) -> list[tuple[int, list[tuple[bytes, bytes]]]]:
+    """One key group's (key, value) rows per state id, sorted by key (RocksDB's order)."""
+    by_state: dict[int, list[tuple[bytes, bytes]]] = {}
+    for payload, runs in chunks:
+        view = memoryview(payload)
+        for state_id, start, end, _ in runs:
+            by_state.setdefault(state_id, []).extend(_chunk_entries(view, start, end))
+    return [(state_id, sorted(rows)) for state_id, rows in sorted(by_state.items())]
+
+
+_I32 = struct.Struct(">i")
+
+
+def _chunk_entries(view: memoryview, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
+    """The entries of one run of a chunk: `i32 keyLen, key, i32 valueLen, value`, no flags."""
+    pos = start
+    while pos < end:
+        (key_length,) = _I32.unpack_from(view, pos)
+        key_end = pos + 4 + key_length
+        (value_length,) = _I32.unpack_from(view, key_end)
+        value_end = key_end + 4 + value_length
+        yield bytes(view[pos + 4 : key_end]), bytes(view[key_end + 4 : value_end])
+        pos = value_end

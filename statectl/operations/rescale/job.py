@@ -28,7 +28,7 @@ from statectl.operations.rescale.execute import (
     task_work,
     write_rekeyed,
 )
-from statectl.operations.rescale.plan import RescalePlan, has_native_keyed_state
+from statectl.operations.rescale.plan import OperatorPlan, RescalePlan, has_native_keyed_state
 from statectl.operations.rescale.rekey import RekeyOperator, RekeySource
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
@@ -48,6 +48,8 @@ class OperatorReport:
     bytes: int
     old_max_parallelism: int
     new_max_parallelism: int
+    old_keyed_format: str | None = None  # "native" or "canonical"; None: no keyed state
+    new_keyed_format: str | None = None
     keyed_bytes: tuple[int, ...] = ()  # per new subtask, when keyed state was written
 
     @property
@@ -113,11 +115,19 @@ def assemble(
                 )
             )
     metadata = plan.source.metadata
-    if any(p.rescaled and has_native_keyed_state(p.operator) for p in plan.operators):
-        # Native keyed state was converted: the output is a CANONICAL savepoint.
-        properties = native.canonical_savepoint_properties(metadata.properties)
-        metadata = dataclasses.replace(metadata, properties=properties)
-    return dataclasses.replace(metadata, operators=tuple(operators))
+    properties = _properties(plan, metadata.properties)
+    return dataclasses.replace(metadata, operators=tuple(operators), properties=properties)
+
+
+def _properties(plan: RescalePlan, properties: bytes) -> bytes:
+    """The savepoint's format type says what its keyed state now is: CANONICAL once native
+    state was written as blocks, NATIVE once all of it is RocksDB instances."""
+    written = [(p, p.writes_native) for p in plan.operators if p.rescaled and p.has_keyed_state]
+    if any(not out and has_native_keyed_state(p.operator) for p, out in written):
+        return native.canonical_savepoint_properties(properties)
+    if written and all(out for _, out in written):
+        return native.native_savepoint_properties(properties)
+    return properties
 
 
 def _by_subtask(results: list[Result]) -> dict[str, dict[int, SubtaskResult]]:
@@ -151,9 +161,8 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
         if isinstance(result, SubtaskResult):
             keyed, operator = result.keyed, result.operator
             if keyed:
-                keyed_sizes.setdefault(result.operator_id, {})[result.index] = keyed_handle_bytes(
-                    keyed
-                )
+                written = keyed_sizes.setdefault(result.operator_id, {})
+                written[result.index] = keyed_handle_bytes(keyed)
             files = [keyed_handle_bytes(keyed)] if keyed else []
             files += [operator_handle_bytes(operator)] if operator else []
             sizes.setdefault(result.operator_id, []).extend(files)
@@ -172,6 +181,7 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
                 sum(sizes.get(p.operator.operator_id_hex, ())),
                 p.operator.max_parallelism,
                 p.max_parallelism,
+                *_keyed_formats(p),
                 _per_subtask(keyed_sizes.get(p.operator.operator_id_hex), p.new_parallelism),
             )
             for p in plan.operators
@@ -200,6 +210,14 @@ def prepare_engine(
     engine = choose_engine(True, master, spark_conf, *locations)
     engine.start_in_background()
     return engine
+
+
+def _keyed_formats(plan: OperatorPlan) -> tuple[str | None, str | None]:
+    """The operator's keyed format before and after (None, None: no keyed state written)."""
+    if not plan.rescaled or not plan.has_keyed_state:
+        return None, None
+    old = "native" if has_native_keyed_state(plan.operator) else "canonical"
+    return old, "native" if plan.writes_native else "canonical"
 
 
 def rescale(

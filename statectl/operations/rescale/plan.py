@@ -46,6 +46,7 @@ from statectl.savepoint.keyed import (
     read_header,
 )
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator, has_state
+from statectl.savepoint.native_writer import NativeOutput
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,7 @@ class KeyedTarget:
     compressed: bool
     runs: tuple[BlockRun, ...]
     native: tuple[NativeRun, ...] = ()  # RocksDB instances converted to canonical blocks
+    output: NativeOutput | None = None  # set: written as a RocksDB instance, not blocks
 
     @property
     def size(self) -> int:
@@ -148,6 +150,17 @@ class OperatorPlan:
     def max_parallelism(self) -> int:
         return self.new_max_parallelism or self.operator.max_parallelism
 
+    @property
+    def has_keyed_state(self) -> bool:
+        return self.rekey is not None or any(t.keyed is not None for t in self.targets or ())
+
+    @property
+    def writes_native(self) -> bool:
+        """Its keyed state is written as RocksDB instances."""
+        if self.rekey is not None:
+            return self.rekey.native is not None
+        return any(t.keyed is not None and t.keyed.output is not None for t in self.targets or ())
+
 
 @dataclass(frozen=True, slots=True)
 class RescalePlan:
@@ -160,11 +173,13 @@ def plan_rescale(
     parallelism: int | None,
     overrides: Mapping[str, int] | None = None,
     max_parallelism: int | None = None,
+    keyed_format: str | None = None,
 ) -> RescalePlan:
     """New parallelism per stateful operator: `overrides` (uid or id → N), else `parallelism`.
 
-    Operators with RocksDB native keyed state are always planned (converted to canonical state),
-    at their own parallelism when no new one is given: the output is a CANONICAL savepoint.
+    `keyed_format` is "native" (RocksDB instances) or "canonical" (key-group blocks); None keeps
+    each operator's own. Operators whose keyed state changes format, or stays native, are
+    always planned, at their own parallelism when no new one is given.
     A new `max_parallelism` applies to every operator; keyed state is then re-hashed.
     """
     wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
@@ -173,15 +188,23 @@ def plan_rescale(
     plans = []
     for op in sp.operators:
         new_parallelism = wanted.get(op.operator_id, parallelism)
+        native_in = has_native_keyed_state(op)
+        native_out = native_in if keyed_format is None else keyed_format == "native"
         if max_parallelism is not None and max_parallelism != op.max_parallelism:
-            plans.append(_plan_new_max_parallelism(sp, op, new_parallelism, max_parallelism))
-        elif has_native_keyed_state(op):
-            plans.append(plan_operator(sp, op, new_parallelism or op.parallelism))
+            plans.append(
+                _plan_new_max_parallelism(sp, op, new_parallelism, max_parallelism, native_out)
+            )
+        elif native_in or (native_out and has_keyed_state(op)):
+            plans.append(plan_operator(sp, op, new_parallelism or op.parallelism, None, native_out))
         elif new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
             plans.append(OperatorPlan(op, op.parallelism, None))
         else:
             plans.append(plan_operator(sp, op, new_parallelism))
     return RescalePlan(sp, tuple(plans))
+
+
+def has_keyed_state(op: OperatorState) -> bool:
+    return any(s.managed_keyed_state is not None for s in op.subtasks or () if not s.finished)
 
 
 def has_native_keyed_state(op: OperatorState) -> bool:
@@ -193,9 +216,14 @@ def has_native_keyed_state(op: OperatorState) -> bool:
 
 
 def plan_operator(
-    sp: Savepoint, op: OperatorState, new_parallelism: int, max_parallelism: int | None = None
+    sp: Savepoint,
+    op: OperatorState,
+    new_parallelism: int,
+    max_parallelism: int | None = None,
+    native_out: bool = False,
 ) -> OperatorPlan:
-    """Targets of every new subtask; keyed state re-hashed when `max_parallelism` changes."""
+    """Targets of every new subtask; keyed state re-hashed when `max_parallelism` changes,
+    written as RocksDB instances when `native_out`."""
     where = describe_operator(op)
     new_max = max_parallelism or op.max_parallelism
     try:
@@ -206,9 +234,9 @@ def plan_operator(
     _refuse_unsupported(subtasks, where)
     rekey = keyed = None
     if new_max != op.max_parallelism:
-        rekey = _plan_rekey(sp, op, subtasks, new_parallelism, new_max)
+        rekey = _plan_rekey(sp, op, subtasks, new_parallelism, new_max, native_out)
     else:
-        keyed = _plan_keyed(sp, op, subtasks, new_parallelism)
+        keyed = _plan_keyed(sp, op, subtasks, new_parallelism, native_out)
     operator = _plan_operator_state(sp, subtasks, new_parallelism)
     targets = tuple(
         SubtaskTarget(
@@ -220,12 +248,16 @@ def plan_operator(
 
 
 def _plan_new_max_parallelism(
-    sp: Savepoint, op: OperatorState, parallelism: int | None, max_parallelism: int
+    sp: Savepoint,
+    op: OperatorState,
+    parallelism: int | None,
+    max_parallelism: int,
+    native_out: bool = False,
 ) -> OperatorPlan:
     """Operators with state are planned anew (keyed state re-hashed); the others only get the
     new max parallelism (their parallelism in `_metadata` capped by it: it holds no state)."""
     if has_state(op):
-        return plan_operator(sp, op, parallelism or op.parallelism, max_parallelism)
+        return plan_operator(sp, op, parallelism or op.parallelism, max_parallelism, native_out)
     return OperatorPlan(
         op, min(op.parallelism, max_parallelism), None, new_max_parallelism=max_parallelism
     )
@@ -298,14 +330,19 @@ def _common_header(
 
 
 def _plan_keyed(
-    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+    sp: Savepoint,
+    op: OperatorState,
+    subtasks: Sequence[SubtaskState | None],
+    new_parallelism: int,
+    native_out: bool,
 ) -> list[KeyedTarget] | None:
     if has_native_keyed_state(op):
-        return _plan_native_keyed(sp, op, subtasks, new_parallelism)
+        return _plan_native_keyed(sp, op, subtasks, new_parallelism, native_out)
     old_files = _old_keyed_files(sp, subtasks)
     if not old_files:
         return None
     common, id_maps = _common_header(old_files, describe_operator(op))
+    output = _native_output(sp, op, op.max_parallelism, common.info) if native_out else None
     targets = []
     for index in range(new_parallelism):
         first, last = key_group_range(op.max_parallelism, new_parallelism, index)
@@ -313,7 +350,9 @@ def _plan_keyed(
         for old, id_map in zip(old_files, id_maps, strict=True):
             wanted = [span for span in old.spans if first <= span.key_group <= last]
             runs.extend(_runs(old.stream, wanted, id_map))
-        keyed = KeyedTarget((first, last), common.header, common.info.compressed, tuple(runs))
+        keyed = KeyedTarget(
+            (first, last), common.header, common.info.compressed, tuple(runs), (), output
+        )
         targets.append(keyed)
     return targets
 
@@ -383,13 +422,29 @@ def _column_families(
     return tuple(sorted(states, key=lambda state: state[1]))
 
 
+def _native_output(
+    sp: Savepoint, op: OperatorState, max_parallelism: int, info: KeyedStateHeader
+) -> NativeOutput:
+    """How the new instances of `op` are written: one column family per state of the header."""
+    return NativeOutput(
+        tuple(info.state_names()),
+        java_types.key_group_prefix_bytes(max_parallelism),
+        sp.metadata.checkpoint_id,
+    )
+
+
 def _plan_native_keyed(
-    sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], new_parallelism: int
+    sp: Savepoint,
+    op: OperatorState,
+    subtasks: Sequence[SubtaskState | None],
+    new_parallelism: int,
+    native_out: bool,
 ) -> list[KeyedTarget] | None:
     """Each new subtask reads the instances whose key-group ranges intersect its range (§5.3)."""
     found = _native_instances(sp, op, subtasks)
     if found is None:
         return None
+    output = _native_output(sp, op, op.max_parallelism, found.header_info) if native_out else None
     prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
     targets = []
     for index in range(new_parallelism):
@@ -401,7 +456,7 @@ def _plan_native_keyed(
                 continue
             start, end = max(first, owned[0]), min(last, owned[1])
             runs.append(NativeRun(instance, start, end, states, prefix_bytes))
-        targets.append(KeyedTarget((first, last), found.header, False, (), tuple(runs)))
+        targets.append(KeyedTarget((first, last), found.header, False, (), tuple(runs), output))
     return targets
 
 
@@ -416,6 +471,7 @@ def _plan_rekey(
     subtasks: Sequence[SubtaskState | None],
     new_parallelism: int,
     max_parallelism: int,
+    native_out: bool = False,
 ) -> RekeyOperator | None:
     """Every old file (or RocksDB instance) is a source of the shuffle to the new subtasks;
     large files are sliced so that they spread over tasks."""
@@ -451,6 +507,7 @@ def _plan_rekey(
         regrouper,
         state_headers.set_keyed_header_compression(header, False),
         tuple(sources),
+        _native_output(sp, op, max_parallelism, info) if native_out else None,
     )
 
 

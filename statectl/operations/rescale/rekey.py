@@ -27,6 +27,7 @@ from statectl.formats.java_types import (
 from statectl.formats.key_groups import key_group_range
 from statectl.savepoint import native
 from statectl.savepoint.model import StateStream
+from statectl.savepoint.native_writer import NativeOutput
 
 TIMER_TIMESTAMP_BYTES = 8  # TimerSerializer writes the timestamp before the key
 
@@ -94,6 +95,7 @@ class RekeyOperator:
     regrouper: KeyRegrouper
     header: bytes  # compression flag cleared: new blocks are written uncompressed
     sources: tuple[RekeySource, ...]
+    native: NativeOutput | None = None  # set: new subtasks are written as RocksDB instances
 
     @property
     def max_parallelism(self) -> int:

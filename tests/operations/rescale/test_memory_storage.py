@@ -38,7 +38,7 @@ def upload(local: Path) -> str:
         ("hashmap_canonical_files", ("rescale", "-p", "3")),
         ("hashmap_compressed", ("rescale", "-p", "1")),
         ("hashmap_canonical_files", ("rescale", "--max-parallelism", "256", "-p", "3")),
-        ("rocksdb_native_full", ("rescale", "-p", "3")),
+        ("rocksdb_native_full", ("rescale", "-p", "3", "--format", "canonical")),
         ("rocksdb_native_incremental", ("convert",)),
     ],
 )

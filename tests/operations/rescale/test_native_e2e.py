@@ -109,7 +109,11 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
                 main(["convert", str(sources[case.source]), "-o", str(case.path), "--json"])
             assert done.value.code in (0, None)
         else:
-            plan = plan_rescale(open_savepoint(str(sources[case.source])), case.parallelism)
+            plan = plan_rescale(
+                open_savepoint(str(sources[case.source])),
+                case.parallelism,
+                keyed_format="canonical",
+            )
             rescale(plan, str(case.path))
     parallelism = {
         source: open_savepoint(str(path)).find_operator("keyed-str").parallelism

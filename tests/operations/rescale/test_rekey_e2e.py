@@ -65,6 +65,7 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
             open_savepoint(str(fixture_savepoint(case.fixture))),
             case.parallelism,
             max_parallelism=case.max_parallelism,
+            keyed_format="canonical",  # native output: test_native_output_e2e.py
         )
         rescale(plan, str(outputs[case.id]))
     first = CASES[0]

@@ -16,6 +16,8 @@ public final class Control {
 
     /** false: fixture job (dump in snapshotState); true: restore check (dump on open/initializeState). */
     public static volatile boolean restoreMode;
+    /** Restore check with "dump": false (benchmarks): keyed operators record no keys. */
+    public static volatile boolean skipKeyedDump;
 
     /** The source emits the records of phases 1..releasedPhase, then idles until cancelled. */
     public static volatile int releasedPhase;
@@ -42,6 +44,7 @@ public final class Control {
 
     public static void reset() {
         releasedPhase = 0;
+        skipKeyedDump = false;
         statelessRecords.set(0);
         broadcastRecords.set(0);
         snapshots.clear();

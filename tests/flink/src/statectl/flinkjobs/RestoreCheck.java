@@ -133,6 +133,7 @@ public final class RestoreCheck {
         Configuration conf = Configuration.fromMap(c);
 
         Control.reset();
+        Control.skipKeyedDump = Boolean.FALSE.equals(request.get("dump"));
         Control.restoreMode = true;
         Control.releasedPhase = 0;
         JobID jobId = new JobID();
@@ -148,9 +149,12 @@ public final class RestoreCheck {
             }
         }
         final int expectedDumps = expected;
+        long submitted = System.nanoTime();
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);
         try {
-            Flink.await(cluster, jobId, () -> Control.restoredCount() >= expectedDumps, 180_000, "restored state dumps");
+            Flink.await(cluster, jobId, () -> Control.restoredCount() >= expectedDumps, 600_000, "restored state dumps");
+            // Submission until every stateful subtask has restored (and dumped, unless skipped).
+            result.put("restore_seconds", Math.round((System.nanoTime() - submitted) / 1e6) / 1e3);
             String savepointDir = (String) request.get("savepoint_dir");
             if (savepointDir != null) {
                 result.put("savepoint", takeSavepoint(cluster, jobId, savepointDir, (String) request.get("savepoint_format")));
@@ -279,6 +283,9 @@ public final class RestoreCheck {
         }
         if (n.hasNonNull("savepoint_format")) {
             r.put("savepoint_format", n.get("savepoint_format").asText());
+        }
+        if (n.hasNonNull("dump")) {
+            r.put("dump", n.get("dump").asBoolean());
         }
         return r;
     }

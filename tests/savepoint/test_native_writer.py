@@ -1,0 +1,95 @@
+"""`native_writer.InstanceWriter`: one RocksDB instance in Flink's layout, read back by
+`native.py` as any of Flink's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from statectl.errors import FormatError
+from statectl.formats.handles import RelativeFileHandle
+from statectl.savepoint import native
+from statectl.savepoint.native_writer import InstanceWriter
+from statectl.savepoint.storage import locate
+
+FAMILIES = ("cnt", "_timer_state/event_user-timers")
+
+
+def test_an_instance_reads_back_row_for_row(tmp_path: Path) -> None:
+    rows = {0: [(b"\x05k1\x00", b"v1"), (b"\x07k2\x00", b"v2")], 1: [(b"\x06t\x00", b"")]}
+    with InstanceWriter(FAMILIES, (5, 9), 1) as writer:
+        for family, family_rows in rows.items():
+            for key, value in family_rows:
+                writer.put(family, key, value)
+        handle = writer.finish(b"META", locate(str(tmp_path)), "op-00000-keyed", 7)
+    assert (handle.code, handle.checkpoint_id, handle.key_groups) == (11, 7, (5, 9))
+    assert handle.meta == RelativeFileHandle("op-00000-keyed-meta", 4)
+    assert (tmp_path / "op-00000-keyed-meta").read_bytes() == b"META"
+    kinds = [native.file_kind(f.local_path) for f in handle.private]
+    assert kinds == ["SST", "SST", "MANIFEST", "CURRENT", "OPTIONS"]
+    assert handle.shared == ()
+    files = [handle.meta, *(f.handle for f in handle.private)]
+    assert handle.checkpointed_size == sum(f.size for f in files)  # type: ignore[union-attr]
+    folder = tmp_path / "read"
+    folder.mkdir()
+    for local in handle.private:
+        assert isinstance(local.handle, RelativeFileHandle)
+        (folder / local.local_path).symlink_to(tmp_path / local.handle.relative_path)
+    from rocksdict import AccessType, Options, Rdict
+
+    assert Rdict.list_cf(str(folder)) == ["default", *FAMILIES]
+    db = Rdict(
+        str(folder),
+        options=Options(raw_mode=True),
+        column_families={name: Options(raw_mode=True) for name in FAMILIES},
+        access_type=AccessType.read_only(),
+    )
+    try:
+        for family, family_rows in rows.items():
+            assert list(db.get_column_family(FAMILIES[family]).items()) == family_rows
+    finally:
+        db.close()
+
+
+def test_an_empty_instance_has_every_column_family_and_no_sst(tmp_path: Path) -> None:
+    with InstanceWriter(FAMILIES, (0, 3), 1) as writer:
+        handle = writer.finish(b"M", locate(str(tmp_path)), "empty", 1)
+    assert [native.file_kind(f.local_path) for f in handle.private] == [
+        "MANIFEST",
+        "CURRENT",
+        "OPTIONS",
+    ]
+
+
+def test_a_column_family_without_rows_gets_no_sst(tmp_path: Path) -> None:
+    with InstanceWriter(FAMILIES, (0, 3), 1) as writer:
+        writer.put_rows(1, iter(()))
+        writer.put_rows(0, iter([(b"\x01k", b"v")]))
+        writer.put_rows(1, iter(()))
+        handle = writer.finish(b"M", locate(str(tmp_path)), "one", 1)
+    assert [native.file_kind(f.local_path) for f in handle.private].count("SST") == 1
+
+
+def test_a_key_outside_the_range_is_refused(tmp_path: Path) -> None:
+    with InstanceWriter(FAMILIES, (5, 9), 1) as writer, pytest.raises(FormatError) as raised:
+        writer.put(0, b"\x0ak\x00", b"v")
+    assert raised.value.message == "state 'cnt': key group 10 is outside the subtask's range 5–9"
+
+
+def test_keys_must_ascend(tmp_path: Path) -> None:
+    with InstanceWriter(FAMILIES, (0, 300), 2) as writer:
+        writer.put(0, b"\x00\x05b", b"v")
+        with pytest.raises(FormatError) as raised:
+            writer.put(0, b"\x00\x05a", b"v")
+    assert raised.value.message == (
+        "state 'cnt': key 000561 comes after 000562 (keys must ascend; duplicated key?)"
+    )
+
+
+def test_the_working_folder_is_removed(tmp_path: Path) -> None:
+    with InstanceWriter(FAMILIES, (0, 3), 1) as writer:
+        writer.put(0, b"\x01k", b"v")
+        folder = Path(writer.folder)
+        assert folder.is_dir()
+    assert not folder.exists()
