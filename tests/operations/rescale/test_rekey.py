@@ -1,5 +1,5 @@
-"""Re-hashing keys for a new max parallelism, without Spark or Flink: block streaming, key
-regrouping, planning and the refusals (bounds, key serializers)."""
+"""Re-hashing keys for a new max parallelism, without Spark or Flink: key regrouping, planning
+and the refusals (bounds, key serializers)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from statectl.cli.main import main
 from statectl.errors import StatectlError
-from statectl.formats import keyed_blocks
 from statectl.formats.java_types import KEY_TYPES, key_type_for_serializer
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.rescale.rekey import CanonicalSource, KeyRegrouper
@@ -24,46 +21,6 @@ from tests.conftest import fixture_savepoint
 STRING = key_type_for_serializer("org.apache.flink.api.common.typeutils.base.StringSerializer")
 LONG = key_type_for_serializer("org.apache.flink.api.common.typeutils.base.LongSerializer")
 KEYED_UIDS = {"keyed-str", "keyed-long"}
-
-# --- streaming blocks --------------------------------------------------------------------
-
-keys = st.binary(min_size=1, max_size=6).map(lambda b: bytes((b[0] & 0x7F,)) + b[1:])
-runs = st.dictionaries(
-    st.integers(0, 5), st.lists(st.tuples(keys, st.binary(max_size=5)), min_size=1, max_size=4)
-)
-groups = st.dictionaries(st.integers(0, 300), runs.filter(bool), max_size=5)
-
-
-@given(groups)
-def test_streamed_blocks_equal_built_blocks(blocks: dict[int, dict[int, list]]) -> None:
-    entries = [
-        (kg, sid, key, value)
-        for kg in sorted(blocks)
-        for sid in sorted(blocks[kg])
-        for key, value in blocks[kg][sid]
-    ]
-    pieces = list(keyed_blocks.encode_blocks(entries))
-    starts = [kg for kg, _ in pieces if kg is not None]
-    assert starts == sorted(blocks)
-    streamed, current = {}, None
-    for kg, piece in pieces:
-        current = kg if kg is not None else current
-        streamed[current] = streamed.get(current, b"") + piece
-    for kg, block_runs in blocks.items():
-        expected = keyed_blocks.build_block(sorted(block_runs.items()))
-        assert streamed[kg] == expected
-
-
-def test_streamed_blocks_refuse_unsorted_entries() -> None:
-    with pytest.raises(ValueError, match="not sorted"):
-        list(keyed_blocks.encode_blocks([(2, 0, b"a", b""), (1, 0, b"b", b"")]))
-    with pytest.raises(ValueError, match="not sorted"):
-        list(keyed_blocks.encode_blocks([(1, 1, b"a", b""), (1, 0, b"b", b"")]))
-
-
-def test_no_entries_no_blocks() -> None:
-    assert list(keyed_blocks.encode_blocks([])) == []
-
 
 # --- regrouping keys ---------------------------------------------------------------------
 

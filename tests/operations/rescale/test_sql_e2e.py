@@ -5,7 +5,8 @@ with COUNT DISTINCT, a regular join, a window TVF aggregation, a rowtime dedupli
 and a MATCH_RECOGNIZE pattern — plus two DataStream operators keyed by a Tuple2 and by a Row
 (null fields included), saved after a first batch of input (some windows and matches fired, the
 others pending). statectl rescales it to 1 and 3 and re-hashes it for max parallelism
-256 and 4096; Flink 2.3 restores every output, reads the second batch and must emit exactly the
+256 and 4096 (from the RocksDB native savepoint: native output restored by RocksDB, and
+canonical output restored by hashmap); Flink 2.3 restores every output, reads the second batch and must emit exactly the
 rows it emits after restoring the original savepoint, which with the rows emitted before the
 savepoint are those of an uninterrupted run.
 """
@@ -36,7 +37,8 @@ RUNS: dict[str, tuple[str, list[str] | None, int, str, int | None]] = {
     "hashmap-p3": ("hashmap", ["rescale", "-p", "3"], 3, "rocksdb", None),
     "hashmap-m256": ("hashmap", ["rescale", "--max-parallelism", "256"], 2, "hashmap", 256),
     "hashmap-m4096": ("hashmap", ["rescale", "--max-parallelism", "4096", "-p", "3"], 3, "rocksdb", 4096),
-    "native-p3": ("native", ["rescale", "-p", "3"], 3, "hashmap", None),
+    "native-p3": ("native", ["rescale", "-p", "3"], 3, "rocksdb", None),
+    "native-p3-canonical": ("native", ["rescale", "-p", "3", "--format", "canonical"], 3, "hashmap", None),
     "native-m4096": ("native", ["rescale", "--max-parallelism", "4096", "-p", "1"], 1, "rocksdb", 4096),
 }  # fmt: skip
 
