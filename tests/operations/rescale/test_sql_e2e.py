@@ -5,8 +5,8 @@ with COUNT DISTINCT, a regular join, a window TVF aggregation, a rowtime dedupli
 and a MATCH_RECOGNIZE pattern — plus two DataStream operators keyed by a Tuple2 and by a Row
 (null fields included), saved after a first batch of input (some windows and matches fired, the
 others pending). statectl rescales it to 1 and 3 and re-hashes it for max parallelism
-256 and 4096 (from the RocksDB native savepoint: native output restored by RocksDB, and
-canonical output restored by hashmap); Flink 2.3 restores every output, reads the second batch and must emit exactly the
+256 and 4096, from hashmap, RocksDB canonical and RocksDB native savepoints (native output
+restored by RocksDB, canonical output by either backend); Flink 2.3 restores every output, reads the second batch and must emit exactly the
 rows it emits after restoring the original savepoint, which with the rows emitted before the
 savepoint are those of an uninterrupted run.
 """
@@ -28,6 +28,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.spark]
 SOURCES = {
     "hashmap": {"backend": "hashmap", "format": "CANONICAL", "parallelism": 2, "max_parallelism": 128},
     "native": {"backend": "rocksdb", "format": "NATIVE", "parallelism": 2, "max_parallelism": 128},
+    "rocksdb": {"backend": "rocksdb", "format": "CANONICAL", "parallelism": 2, "max_parallelism": 128},
 }  # fmt: skip
 # (source, statectl arguments after SRC -o DST or None: the original, restore parallelism,
 # backend, max parallelism)
@@ -40,6 +41,8 @@ RUNS: dict[str, tuple[str, list[str] | None, int, str, int | None]] = {
     "native-p3": ("native", ["rescale", "-p", "3"], 3, "rocksdb", None),
     "native-p3-canonical": ("native", ["rescale", "-p", "3", "--format", "canonical"], 3, "hashmap", None),
     "native-m4096": ("native", ["rescale", "--max-parallelism", "4096", "-p", "1"], 1, "rocksdb", 4096),
+    "rocksdb-p1": ("rocksdb", ["rescale", "-p", "1"], 1, "rocksdb", None),
+    "rocksdb-m256": ("rocksdb", ["rescale", "--max-parallelism", "256", "-p", "3"], 3, "hashmap", 256),
 }  # fmt: skip
 
 
@@ -100,9 +103,11 @@ def test_restored_sql_job_emits_exactly_the_rows_of_the_original(
 
 
 def test_both_sources_read_the_same_records(outcome: dict[str, Any]) -> None:
-    hashmap, native = outcome["manifests"]["hashmap"], outcome["manifests"]["native"]
+    hashmap = outcome["manifests"]["hashmap"]
     assert (len(hashmap["before"]), len(hashmap["full"])) == (3055, 5437)
-    assert (native["before"], native["full"]) == (hashmap["before"], hashmap["full"])
+    for other in ("native", "rocksdb"):
+        manifest = outcome["manifests"][other]
+        assert (manifest["before"], manifest["full"]) == (hashmap["before"], hashmap["full"])
 
 
 def test_every_keyed_operator_is_re_hashed_by_its_key_type(outcome: dict[str, Any]) -> None:
