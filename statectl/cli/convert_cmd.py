@@ -17,8 +17,9 @@ from statectl.cli.options import (
     SourceArgument,
     SparkConfOption,
     StorageOptionFlags,
+    parse_keyed_format,
 )
-from statectl.cli.rescale_cmd import WriteFlags, keyed_format_value, plan_and_write
+from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
 from statectl.operations.rescale.plan import plan_rescale
 
 
@@ -58,7 +59,7 @@ def convert(
 
       statectl convert s3://b/checkpoints/job/chk-42 -o s3://b/savepoints/sp-42
     """
-    keyed_format = keyed_format_value(format)
+    keyed_format = parse_keyed_format(format)
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
     plan_and_write(
         "convert",

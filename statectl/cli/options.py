@@ -78,3 +78,26 @@ def parse_storage_options(pairs: list[str] | None) -> dict[str, Any] | None:
 
 def parse_spark_conf(pairs: list[str] | None) -> dict[str, str]:
     return parse_key_values(pairs, "--conf")
+
+
+KEYED_FORMATS = ("native", "canonical")
+
+KeyedFormatOption = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        help="Keyed state of the output: 'native' (RocksDB instances) or 'canonical' (key-group "
+        "blocks). Default: the input's.",
+    ),
+]
+
+
+def parse_keyed_format(value: str | None) -> str | None:
+    """'native', 'canonical' or None (the input's), from the --format option."""
+    if value is None:
+        return None
+    if value.lower() not in KEYED_FORMATS:
+        raise typer.BadParameter(
+            f"{value!r}: choose 'native' or 'canonical'", param_hint="--format"
+        )
+    return value.lower()

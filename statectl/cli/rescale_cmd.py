@@ -17,10 +17,12 @@ from statectl.cli.options import (
     DestinationOption,
     DryRunOption,
     JsonOption,
+    KeyedFormatOption,
     MasterOption,
     OverwriteOption,
     SparkConfOption,
     StorageOptionFlags,
+    parse_keyed_format,
     parse_spark_conf,
     parse_storage_options,
 )
@@ -101,7 +103,7 @@ def rescale(
 
     def plan_with(savepoint: Savepoint) -> RescalePlan:
         return plan_rescale(
-            savepoint, parallelism, overrides, max_parallelism, keyed_format_value(keyed_format)
+            savepoint, parallelism, overrides, max_parallelism, parse_keyed_format(keyed_format)
         )
 
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
@@ -115,29 +117,6 @@ def _operator_override(pair: str) -> tuple[str, int]:
     if not sep or not name:
         raise typer.BadParameter(f"expected KEY=VALUE, got {pair!r}", param_hint="--operator")
     return name, _positive_int(value, name)
-
-
-KEYED_FORMATS = ("native", "canonical")
-
-KeyedFormatOption = Annotated[
-    str | None,
-    typer.Option(
-        "--format",
-        help="Keyed state of the output: 'native' (RocksDB instances) or 'canonical' (key-group "
-        "blocks). Default: the input's.",
-    ),
-]
-
-
-def keyed_format_value(value: str | None) -> str | None:
-    """'native', 'canonical' or None (the input's), from the --format option."""
-    if value is None:
-        return None
-    if value.lower() not in KEYED_FORMATS:
-        raise typer.BadParameter(
-            f"{value!r}: choose 'native' or 'canonical'", param_hint="--format"
-        )
-    return value.lower()
 
 
 def _positive_int(value: str, name: str) -> int:
