@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+if TYPE_CHECKING:
+    from statectl.savepoint.model import Savepoint
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
@@ -61,6 +64,24 @@ def files_under(url: str | Path, storage_options: dict[str, Any] | None = None) 
     fs, root = url_to_fs(str(url), **(storage_options or {}))
     root = root.rstrip("/")
     return {path[len(root) :].strip("/"): fs.cat_file(path) for path in fs.find(root)}
+
+
+def key_group_blocks(sp: Savepoint, uid: str) -> dict[int, bytes]:
+    """Key group → its canonical block's bytes (stored form), over all subtasks of `uid`;
+    every key group in one subtask only."""
+    from statectl.formats import keyed_blocks
+    from statectl.formats.handles import KeyGroupsHandle
+
+    blocks: dict[int, bytes] = {}
+    for subtask in sp.subtasks(sp.find_operator(uid)):
+        handle = subtask.managed_keyed_state
+        assert isinstance(handle, KeyGroupsHandle)
+        stream = sp.stream(handle)
+        data = stream.read()
+        for span in keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size):
+            assert span.key_group not in blocks
+            blocks[span.key_group] = data[span.start : span.end]
+    return blocks
 
 
 @pytest.fixture

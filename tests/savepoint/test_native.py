@@ -28,24 +28,12 @@ from statectl.operations.summary import summarize
 from statectl.savepoint import native
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
-from tests.conftest import FIXTURES, fixture_savepoint, load_manifest
+from tests.conftest import FIXTURES, fixture_savepoint, key_group_blocks, load_manifest
 from tests.flink import harness
 
 NATIVE_SAVEPOINTS = ["rocksdb_native_full", "rocksdb_native_incremental"]
 KEYED_UIDS = ["keyed-str", "keyed-long"]
 STATES = ["cnt", "lst", "mp", "_timer_state/processing_user-timers", "_timer_state/event_user-timers"]  # fmt: skip
-
-
-def _canonical_blocks(sp: Savepoint, uid: str) -> dict[int, bytes]:
-    blocks: dict[int, bytes] = {}
-    for subtask in sp.subtasks(sp.find_operator(uid)):
-        handle = subtask.managed_keyed_state
-        assert isinstance(handle, KeyGroupsHandle)
-        stream = sp.stream(handle)
-        data = stream.read()
-        for span in keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size):
-            blocks[span.key_group] = data[span.start : span.end]
-    return blocks
 
 
 def _instances(sp: Savepoint, uid: str) -> list[native.NativeInstance]:
@@ -70,7 +58,7 @@ def checkpoint() -> Path:
 @pytest.mark.parametrize("fixture", NATIVE_SAVEPOINTS)
 @pytest.mark.parametrize("uid", KEYED_UIDS)
 def test_blocks_are_byte_identical_to_flinks_canonical_savepoint(fixture: str, uid: str) -> None:
-    expected = _canonical_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), uid)
+    expected = key_group_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), uid)
     converted: dict[int, bytes] = {}
     for instance in _instances(open_savepoint(str(fixture_savepoint(fixture))), uid):
         blocks = _converted_blocks(instance)
@@ -97,7 +85,7 @@ def test_meta_file_is_the_canonical_header() -> None:
 def test_rows_outside_the_handles_range_are_never_read() -> None:
     """A narrower handle range (as after a rescale in Flink) clips the instance's rows."""
     sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
-    expected = _canonical_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
+    expected = key_group_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
     instance = _instances(sp, "keyed-str")[0]
     narrowed = dataclasses.replace(instance, key_groups=(10, 40))
     blocks = _converted_blocks(narrowed)
@@ -110,7 +98,7 @@ def test_a_range_beyond_what_a_prefix_holds_is_clipped_not_an_overflow() -> None
     """A corrupt handle may claim key groups past max parallelism (here 0–400 with 1-byte
     prefixes): reading clips to what a prefix can hold instead of failing to encode the bound."""
     sp = open_savepoint(str(fixture_savepoint("rocksdb_native_full")))
-    expected = _canonical_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
+    expected = key_group_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
     instance = _instances(sp, "keyed-str")[0]
     owned = instance.key_groups
     assert owned is not None
@@ -307,5 +295,5 @@ def test_inline_and_remote_files_are_gathered() -> None:
     instance = _instances(_with_first_keyed(sp, inline_current), "keyed-str")[0]
     assert any(f.stream.inline for f in instance.files)
     assert not any(f.stream.location and f.stream.location.is_local for f in instance.files)
-    expected = _canonical_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
+    expected = key_group_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), "keyed-str")  # fmt: skip
     assert _converted_blocks(instance) == {g: b for g, b in expected.items() if g <= 63}

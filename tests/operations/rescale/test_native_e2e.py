@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 
 from statectl.cli.main import main
-from statectl.formats import keyed_blocks
 from statectl.formats.handles import (
     ByteStreamHandle,
     IncrementalKeyedHandle,
@@ -26,9 +25,8 @@ from statectl.formats.metadata import snapshot_kind
 from statectl.operations.rescale.job import rescale
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.savepoint import native
-from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
-from tests.conftest import FIXTURES, fixture_savepoint, load_manifest
+from tests.conftest import FIXTURES, fixture_savepoint, key_group_blocks, load_manifest
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
 
@@ -210,19 +208,6 @@ def test_outputs_are_self_contained_canonical_savepoints(
         assert kind.format == "CANONICAL"
 
 
-def _blocks(sp: Savepoint, uid: str) -> dict[int, bytes]:
-    blocks: dict[int, bytes] = {}
-    for subtask in sp.subtasks(sp.find_operator(uid)):
-        handle = subtask.managed_keyed_state
-        assert isinstance(handle, KeyGroupsHandle)
-        stream = sp.stream(handle)
-        data = stream.read()
-        for span in keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size):
-            assert span.key_group not in blocks
-            blocks[span.key_group] = data[span.start : span.end]
-    return blocks
-
-
 BLOCK_CASES = [
     *[(s, how) for s in ("rocksdb_native_full", "rocksdb_native_incremental", "forst_native") for how in ("convert", "p1", "p3")],
     *[(FLINK_RESCALED, how) for how in ("convert", "p1", "p2")],
@@ -238,7 +223,7 @@ def test_blocks_equal_flinks_own_canonical_savepoint(
     canonical = open_savepoint(str(fixture_savepoint("rocksdb_canonical")))
     output = open_savepoint(str(path))
     for uid in KEYED_UIDS:
-        assert _blocks(output, uid) == _blocks(canonical, uid), uid
+        assert key_group_blocks(output, uid) == key_group_blocks(canonical, uid), uid
 
 
 def test_forst_restores_no_canonical_savepoint(outcome: dict[str, Any]) -> None:

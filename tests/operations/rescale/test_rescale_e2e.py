@@ -12,13 +12,11 @@ from typing import Any
 
 import pytest
 
-from statectl.formats import keyed_blocks
-from statectl.formats.handles import ByteStreamHandle, KeyGroupsHandle, RelativeFileHandle
+from statectl.formats.handles import ByteStreamHandle, RelativeFileHandle
 from statectl.operations.rescale.job import rescale
 from statectl.operations.rescale.plan import plan_rescale
-from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
-from tests.conftest import fixture_savepoint, load_manifest
+from tests.conftest import fixture_savepoint, key_group_blocks, load_manifest
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
 
@@ -156,9 +154,9 @@ def test_rescaling_there_and_back_keeps_key_group_blocks_byte_identical(
     keyed_uids = [o["uid"] for o in load_manifest(fixture)["operators"] if _is_keyed(o)]
     assert keyed_uids
     for uid in keyed_uids:
-        blocks = _key_group_blocks(original, uid)
+        blocks = key_group_blocks(original, uid)
         assert len(blocks) > 10  # key groups with state (empty ones have no block)
-        assert _key_group_blocks(rescaled, uid) == blocks, uid
+        assert key_group_blocks(rescaled, uid) == blocks, uid
 
 
 @pytest.mark.parametrize("case_id", CASE_IDS)
@@ -178,17 +176,3 @@ def test_output_is_relocatable_and_keeps_the_metadata_version(
 
 def _is_keyed(manifest_operator: dict[str, Any]) -> bool:
     return any(s["scope"] == "keyed" for s in manifest_operator["states"])
-
-
-def _key_group_blocks(sp: Savepoint, uid: str) -> dict[int, bytes]:
-    """key group → its block's bytes (stored form), over all subtasks of `uid`."""
-    blocks: dict[int, bytes] = {}
-    for subtask in sp.subtasks(sp.find_operator(uid)):
-        handle = subtask.managed_keyed_state
-        assert isinstance(handle, KeyGroupsHandle)
-        stream = sp.stream(handle)
-        data = stream.read()
-        for span in keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size):
-            assert span.key_group not in blocks
-            blocks[span.key_group] = data[span.start : span.end]
-    return blocks
