@@ -594,6 +594,7 @@ def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
         "bytes": report.bytes,
         "operators": [_rescaled_operator_json(op) for op in report.operators],
         "timings": dict(report.timings),
+        "tasks": {"driver": 0, "spark": 0, **dict(report.tasks_run)},
     }
 
 

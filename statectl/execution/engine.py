@@ -10,12 +10,14 @@ when a Spark engine runs something.
 from __future__ import annotations
 
 import operator
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TypeVar, Union, cast
 
 from statectl.progress import Progress, ProgressCallback
 
 if TYPE_CHECKING:
+    from statectl.execution.head_start import HeadStartEngine
     from statectl.execution.spark import SparkEngine
     from statectl.savepoint.storage import Location
 
@@ -38,6 +40,9 @@ class LocalEngine:
 
     name = "local"
 
+    def __init__(self) -> None:
+        self.tasks_run: Counter[str] = Counter()  # {"driver": tasks run here}
+
     def start(self) -> None:
         """Get ready to run tasks now rather than on first use (Spark: start the context)."""
 
@@ -58,6 +63,7 @@ class LocalEngine:
         files = size = 0
         for task in tasks:
             results.append(fn(task))
+            self.tasks_run["driver"] += 1
             if progress is not None and work is not None:
                 task_files, task_bytes = work(task)
                 files, size = files + task_files, size + task_bytes
@@ -91,6 +97,7 @@ class LocalEngine:
         """The shuffle: every source's (key, value) records, each key a tuple whose first item
         is its partition, sorted by key within the partition and streamed to `write(partition,
         records)`; one result per partition, in partition order."""
+        self.tasks_run["driver"] += partitions
         by_partition: list[list[tuple[SortKey, V]]] = [[] for _ in range(partitions)]
         for source in sources:
             for record in records(source):
@@ -101,8 +108,8 @@ class LocalEngine:
         ]
 
 
-# Union, not `|`: SparkEngine is imported for type checking only.
-Engine = Union[LocalEngine, "SparkEngine"]
+# Union, not `|`: the Spark engines are imported for type checking only.
+Engine = Union[LocalEngine, "SparkEngine", "HeadStartEngine"]
 
 
 def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
@@ -114,12 +121,22 @@ def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
 
 
 def choose_engine(
-    use_spark: bool, master: str | None, conf: Mapping[str, str] | None, *locations: Location
+    use_spark: bool,
+    master: str | None,
+    conf: Mapping[str, str] | None,
+    *locations: Location,
+    head_start: bool = False,
 ) -> Engine:
     """Spark when asked, except over storage only this process sees (`memory://`), whose files
-    Spark's workers could not read: that work runs here."""
+    Spark's workers could not read: that work runs here. `head_start`: an embedded (local
+    mode) Spark's first tasks run here while it starts (`head_start.HeadStartEngine`)."""
     if not use_spark or any(location.is_process_local for location in locations):
         return LocalEngine()
     from statectl.execution.spark import SparkEngine  # lazy: pyspark is heavy
 
-    return SparkEngine(master or "local[*]", dict(conf or {}))
+    spark = SparkEngine(master or "local[*]", dict(conf or {}))
+    if head_start and spark.master.startswith("local"):
+        from statectl.execution.head_start import HeadStartEngine
+
+        return HeadStartEngine(spark)
+    return spark

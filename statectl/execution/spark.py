@@ -21,10 +21,12 @@ import logging
 import os
 import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,9 +100,25 @@ def spark_context(
 
 def _context_running() -> bool:
     """Whether a SparkContext is running in this process."""
+    if "pyspark" not in sys.modules:  # no context without it; importing it costs 0.3 s
+        return False
     from pyspark import SparkContext
 
     return SparkContext._active_spark_context is not None
+
+
+def _spark_submit_children() -> list[int]:
+    """The spark-submit processes (the JVM pyspark launches) this process started."""
+    me = str(os.getpid())
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # "pid (comm) state ppid ...": comm may hold spaces, so split after its ")"
+            parent = stat.read_text().rpartition(")")[2].split()[1]
+            command = (stat.parent / "cmdline").read_bytes()
+            if parent == me and b"pyspark-shell" in command:
+                found.append(int(stat.parent.name))
+    return found
 
 
 def _ship_package(context: SparkContext) -> None:
@@ -121,6 +139,7 @@ class SparkEngine:
     master: str = DEFAULT_MASTER
     conf: Mapping[str, str] = field(default_factory=dict)
     name: str = "spark"
+    tasks_run: Counter[str] = field(default_factory=Counter, init=False)  # {"spark": tasks}
     _starting: threading.Thread | None = field(default=None, init=False, repr=False)
     _start_errors: list[BaseException] = field(default_factory=list, init=False, repr=False)
 
@@ -144,6 +163,25 @@ class SparkEngine:
 
         self._starting = threading.Thread(target=start, name="statectl-spark-start", daemon=True)
         self._starting.start()
+        atexit.register(self._abandon_start)
+
+    def started(self) -> bool:
+        """Whether `start` would return (or raise) at once: the context is up, or its
+        background start has ended."""
+        if self._starting is not None:
+            return not self._starting.is_alive()
+        return _context_running()
+
+    def _abandon_start(self) -> None:
+        """At exit, a start still under way (its context never needed) is cut short: the
+        JVM being launched is stopped, so it leaves neither a process nor pyspark's
+        connection folder behind."""
+        if self._starting is None or not self._starting.is_alive():
+            return
+        for pid in _spark_submit_children():
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        self._starting.join(timeout=10)
 
     def start(self) -> None:
         if self._starting is not None:
@@ -180,6 +218,7 @@ class SparkEngine:
                 bytes_done.add(task_bytes)
             return index, result
 
+        self.tasks_run["spark"] += len(tasks)
         job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
         _name_job(context, f"{len(tasks)} tasks")
         total_files, total_bytes = total_work(tasks, work)
@@ -266,6 +305,7 @@ class SparkEngine:
 
             yield guarded(write_partition)(partition)
 
+        self.tasks_run["spark"] += partitions
         _name_job(context, f"shuffle {len(sources)} sources")
         try:
             job = (

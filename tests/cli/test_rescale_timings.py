@@ -10,7 +10,7 @@ import fsspec
 
 from tests.conftest import fixture_savepoint, run_cli
 
-PHASES = ["read_metadata", "plan", "spark_start", "spark_job", "publish"]
+PHASES = ["read_metadata", "plan", "spark_start", "tasks", "publish"]
 
 
 def _upload(local: Path) -> str:

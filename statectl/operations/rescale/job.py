@@ -1,6 +1,9 @@
 """The rescale driver: plan, run the tasks on an engine (Spark, or this process for
 `memory://`), assemble `_metadata`, publish.
 
+An embedded Spark (`local[...]`) gets a head start: the driver runs the first tasks itself while
+Spark starts, and Spark takes the rest when it is up (`execution.head_start`).
+
 The output is self-contained: rescaled operators get new files, operators carried over get
 copies of theirs, and every file is referenced by a relative handle (code 6), so the new
 savepoint can be moved anywhere. The metadata version and tail are the input's.
@@ -19,6 +22,7 @@ from typing import Any
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, choose_engine, total_work
+from statectl.execution.head_start import HeadStartEngine
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.operations.rescale.execute import (
     Result,
@@ -64,6 +68,7 @@ class RescaleReport:
     destination: str
     operators: tuple[OperatorReport, ...]
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the driver, for benchmarks
+    tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "spark", tasks run there)
 
     @property
     def bytes(self) -> int:
@@ -200,15 +205,17 @@ def prepare_engine(
     spark_conf: Mapping[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> Engine | None:
-    """The engine a rescale from `source` to `destination` runs on, already starting in the
-    background: Spark's start then overlaps reading `_metadata` and planning. None for
+    """The engine a rescale from `source` to `destination` runs on. A Spark cluster's is
+    already starting in the background, so that its start overlaps reading `_metadata` and
+    planning; an embedded one starts when the work calls for it (`HeadStartEngine`). None for
     locations that cannot be opened (the reader reports them, as without this)."""
     try:
         locations = (locate(source, storage_options), locate(destination, storage_options))
     except StatectlError:
         return None
-    engine = choose_engine(True, master, spark_conf, *locations)
-    engine.start_in_background()
+    engine = choose_engine(True, master, spark_conf, *locations, head_start=True)
+    if not isinstance(engine, HeadStartEngine):
+        engine.start_in_background()
     return engine
 
 
@@ -233,9 +240,9 @@ def rescale(
 ) -> RescaleReport:
     """Execute `plan` into `destination`; nothing is published unless everything succeeded.
 
-    The plan runs as a Spark job, unless the source or destination is storage that only this
-    process sees (`memory://`): then it runs here, whatever `master` says. `engine`, from
-    `prepare_engine`, is one already starting.
+    The plan runs as a Spark job (an embedded one with a head start in this process), unless
+    the source or destination is storage that only this process sees (`memory://`): then it
+    runs here, whatever `master` says. `engine`, from `prepare_engine`, is one already starting.
     """
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
     tasks, carried = build_tasks(plan)
@@ -244,7 +251,12 @@ def rescale(
     try:
         if engine is None:
             engine = choose_engine(
-                True, master, spark_conf, plan.source.directory, staged.destination
+                True,
+                master,
+                spark_conf,
+                plan.source.directory,
+                staged.destination,
+                head_start=True,
             )
         engine.start()  # here, so that the timings show its cost (what is left of it) apart
         clock.append(time.monotonic())
@@ -255,11 +267,12 @@ def rescale(
     except BaseException:
         writer.discard(staged)
         raise
-    phases = ("spark_start", "spark_job", "publish")
+    phases = ("spark_start", "tasks", "publish")
     timings = tuple(
         (p, round(b - a, 3)) for p, a, b in zip(phases, clock[:-1], clock[1:], strict=True)
     )
-    return dataclasses.replace(report(plan, results, staged.destination.url), timings=timings)
+    done = report(plan, results, staged.destination.url)
+    return dataclasses.replace(done, timings=timings, tasks_run=tuple(engine.tasks_run.items()))
 
 
 def _run(
@@ -281,6 +294,8 @@ def _run(
         def task_progress(done: Progress) -> None:
             progress(done.plus_pending(rekey_files, rekey_bytes))
 
+    if rekeyed:
+        engine.start_in_background()  # the shuffle runs on Spark: its start overlaps the tasks
     write = functools.partial(run_task, output_url=output_url, storage_options=storage_options)
     results = engine.run(tasks, write, task_work, task_progress)
     if rekeyed:

@@ -1,0 +1,145 @@
+"""An embedded Spark with a head start: the driver runs tasks itself until Spark is up.
+
+Starting an embedded Spark costs seconds (a JVM, a SparkContext, Python workers): more than
+copying a few GiB of key-group blocks, which the kernel does (`copy_file_range`). In local
+mode Spark's executors are this machine's cores anyway, so the driver takes the tasks one at a
+time and measures its pace; once the work left would outlast Spark's start, Spark starts in
+the background, and as soon as it is up it takes every task not yet begun as one job. A job
+shorter than Spark's start never pays for it; a longer one loses nothing. The shuffle
+(re-hash) and the other operations always run on Spark, which spills what does not fit in
+memory.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from statectl.execution.engine import SortKey, Work, total_work
+from statectl.execution.spark import SparkEngine
+from statectl.progress import Progress, ProgressCallback
+
+T = TypeVar("T")
+R = TypeVar("R")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+@dataclass
+class HeadStartEngine:
+    """`spark` (local mode), started only when the work calls for it; until it is up, the
+    driver runs tasks itself, as many at a time as there are cores (copies release the GIL)."""
+
+    spark: SparkEngine
+    name: str = "spark"
+    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    driver_tasks: int = 0
+
+    @property
+    def tasks_run(self) -> Counter[str]:
+        """Tasks run so far in this process ("driver") and by Spark ("spark")."""
+        return Counter(driver=self.driver_tasks) + self.spark.tasks_run
+
+    def start(self) -> None:
+        """Nothing to wait for: Spark starts when the work calls for it."""
+
+    def start_in_background(self) -> None:
+        """Start Spark now, for work that needs it (a shuffle)."""
+        self.spark.start_in_background()
+
+    def run(
+        self,
+        tasks: Sequence[T],
+        fn: Callable[[T], R],
+        work: Work[T] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> list[R]:
+        """`fn` over the tasks, results in task order: in this process until Spark is up, then
+        every task not yet begun as one Spark job; `progress` counts both."""
+        total_files, total_bytes = _totals(tasks, work)
+        done = Progress(0, total_files, 0, total_bytes)
+        finished: dict[int, R] = {}
+        submitted = 0
+        began = time.monotonic()
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="statectl-task") as pool:
+            running: dict[Future[R], int] = {}
+            while True:
+                while (
+                    submitted < len(tasks)
+                    and len(running) < self.threads
+                    and not self.spark.started()
+                ):
+                    running[pool.submit(fn, tasks[submitted])] = submitted
+                    submitted += 1
+                if not running:
+                    break
+                ended, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in ended:
+                    index = running.pop(future)
+                    finished[index] = future.result()  # an error: `with` waits for the rest
+                    self.driver_tasks += 1
+                    done = _plus(done, tasks[index], work)
+                    if progress is not None:
+                        progress(done)
+                if _seconds_left(done, time.monotonic() - began) > SPARK_START_SECONDS:
+                    self.spark.start_in_background()
+        results = [finished[index] for index in range(submitted)]
+        rest = tasks[submitted:]
+        if not rest:
+            return results
+
+        def spark_progress(spark_done: Progress) -> None:
+            if progress is not None:
+                files, size = done.files + spark_done.files, done.bytes + spark_done.bytes
+                progress(Progress(files, done.total_files, size, done.total_bytes))
+
+        return results + self.spark.run(rest, fn, work, spark_progress)
+
+    def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
+        return self.spark.flat_map(tasks, fn)
+
+    def group_reduce(
+        self,
+        tasks: Sequence[T],
+        emit: Callable[[T], list[tuple[K, V]]],
+        reduce: Callable[[K, list[V]], R],
+    ) -> list[R]:
+        return self.spark.group_reduce(tasks, emit, reduce)
+
+    def sort_partitions(
+        self,
+        sources: Sequence[T],
+        records: Callable[[T], Iterable[tuple[SortKey, V]]],
+        partitions: int,
+        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+    ) -> list[R]:
+        return self.spark.sort_partitions(sources, records, partitions, write)
+
+
+SPARK_START_SECONDS = 3.0
+"""About what an embedded Spark takes to start (JVM, context, first Python workers) on a small
+machine: work projected to take longer in the driver alone starts Spark."""
+
+
+def _totals(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
+    """Files and bytes of all the tasks; without `work`, every task counts as one of each."""
+    return total_work(tasks, work) if work is not None else (len(tasks), len(tasks))
+
+
+def _plus(done: Progress, task: T, work: Work[T] | None) -> Progress:
+    files, size = work(task) if work is not None else (1, 1)
+    return Progress(done.files + files, done.total_files, done.bytes + size, done.total_bytes)
+
+
+def _seconds_left(done: Progress, elapsed: float) -> float:
+    """The driver's time to finish alone, at its pace so far (by bytes, else by files)."""
+    if done.bytes and done.total_bytes:
+        return elapsed * (done.total_bytes - done.bytes) / done.bytes
+    if done.files and done.total_files:
+        return elapsed * (done.total_files - done.files) / done.files
+    return 0.0
