@@ -213,7 +213,7 @@ def restore_bench(work: Path, keys: int, q: int, master: str) -> dict[str, Any]:
         "statectl_native": {
             **native,
             "entries_per_second_per_core": round(entries / native["seconds"] / (cores or 1)),
-            "job_entries_per_second_per_core": round(entries / native["spark_job"] / (cores or 1)),
+            "job_entries_per_second_per_core": round(entries / native["tasks"] / (cores or 1)),
         },
         "statectl_canonical": canonical,
         "cores": cores,

@@ -11,6 +11,7 @@ from statectl.cli.options import (
     DEFAULT_MASTER,
     DestinationOption,
     DryRunOption,
+    HeadStartOption,
     JsonOption,
     MasterOption,
     OverwriteOption,
@@ -36,6 +37,7 @@ def convert(
     ] = "canonical",
     master: MasterOption = DEFAULT_MASTER,
     conf: SparkConfOption = None,
+    head_start: HeadStartOption = True,
     overwrite: OverwriteOption = False,
     dry_run: DryRunOption = False,
     json_output: JsonOption = False,
@@ -60,7 +62,7 @@ def convert(
       statectl convert s3://b/checkpoints/job/chk-42 -o s3://b/savepoints/sp-42
     """
     keyed_format = parse_keyed_format(format)
-    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
+    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf, head_start)
     plan_and_write(
         "convert",
         source,

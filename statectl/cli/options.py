@@ -56,6 +56,15 @@ MasterOption = Annotated[str, typer.Option(help="Spark master URL, as for spark-
 MasterImpliesSparkOption = Annotated[
     str | None, typer.Option(help="Spark master URL, as for spark-submit (implies --spark).")
 ]
+HeadStartOption = Annotated[
+    bool,
+    typer.Option(
+        "--head-start/--no-head-start",
+        help="With an embedded Spark (local master): run tasks in this process while Spark "
+        "starts, and start it only for work that would outlast its start. --no-head-start: "
+        "every task on Spark.",
+    ),
+]
 SparkConfOption = Annotated[
     list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
 ]

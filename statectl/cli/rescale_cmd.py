@@ -16,6 +16,7 @@ from statectl.cli.options import (
     DEFAULT_MASTER,
     DestinationOption,
     DryRunOption,
+    HeadStartOption,
     JsonOption,
     KeyedFormatOption,
     MasterOption,
@@ -69,6 +70,7 @@ def rescale(
     keyed_format: KeyedFormatOption = None,
     master: MasterOption = DEFAULT_MASTER,
     conf: SparkConfOption = None,
+    head_start: HeadStartOption = True,
     overwrite: OverwriteOption = False,
     dry_run: DryRunOption = False,
     json_output: JsonOption = False,
@@ -106,7 +108,7 @@ def rescale(
             savepoint, parallelism, overrides, max_parallelism, parse_keyed_format(keyed_format)
         )
 
-    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
+    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf, head_start)
     plan_and_write("rescale", source, storage_option, flags, plan_with)
 
 
@@ -137,6 +139,7 @@ class WriteFlags:
     json_output: bool
     master: str
     conf: list[str] | None
+    head_start: bool = True
 
 
 def plan_and_write(
@@ -156,7 +159,9 @@ def plan_and_write(
         from statectl.operations.rescale import job  # pyspark: not for --help
 
         conf = parse_spark_conf(flags.conf)
-        engine = job.prepare_engine(source, flags.destination, flags.master, conf, options)
+        engine = job.prepare_engine(
+            source, flags.destination, flags.master, conf, options, flags.head_start
+        )
     clock = [time.monotonic()]
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
@@ -178,6 +183,7 @@ def plan_and_write(
             storage_options=options,
             progress=progress.update,
             engine=engine,
+            head_start=flags.head_start,
         )
     read, planned = (round(b - a, 3) for a, b in itertools.pairwise(clock))
     timings = (("read_metadata", read), ("plan", planned), *report.timings)

@@ -204,16 +204,18 @@ def prepare_engine(
     master: str = "local[*]",
     spark_conf: Mapping[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    head_start: bool = True,
 ) -> Engine | None:
     """The engine a rescale from `source` to `destination` runs on. A Spark cluster's is
     already starting in the background, so that its start overlaps reading `_metadata` and
-    planning; an embedded one starts when the work calls for it (`HeadStartEngine`). None for
-    locations that cannot be opened (the reader reports them, as without this)."""
+    planning; an embedded one with `head_start` starts when the work calls for it
+    (`HeadStartEngine`). None for locations that cannot be opened (the reader reports them, as
+    without this)."""
     try:
         locations = (locate(source, storage_options), locate(destination, storage_options))
     except StatectlError:
         return None
-    engine = choose_engine(True, master, spark_conf, *locations, head_start=True)
+    engine = choose_engine(True, master, spark_conf, *locations, head_start=head_start)
     if not isinstance(engine, HeadStartEngine):
         engine.start_in_background()
     return engine
@@ -237,10 +239,11 @@ def rescale(
     storage_options: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
     engine: Engine | None = None,
+    head_start: bool = True,
 ) -> RescaleReport:
     """Execute `plan` into `destination`; nothing is published unless everything succeeded.
 
-    The plan runs as a Spark job (an embedded one with a head start in this process), unless
+    The plan runs as a Spark job (an embedded one with `head_start` in this process), unless
     the source or destination is storage that only this process sees (`memory://`): then it
     runs here, whatever `master` says. `engine`, from `prepare_engine`, is one already starting.
     """
@@ -256,7 +259,7 @@ def rescale(
                 spark_conf,
                 plan.source.directory,
                 staged.destination,
-                head_start=True,
+                head_start=head_start,
             )
         engine.start()  # here, so that the timings show its cost (what is left of it) apart
         clock.append(time.monotonic())
