@@ -5,6 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 DEMO_SAVEPOINT := tests/fixtures/hashmap_canonical_files/savepoint
 DEMO_OUT := .cache/demo/rescaled-p3
+DEMO_REHASHED := .cache/demo/rehashed-m256
 
 .PHONY: setup demo test test-fast lint format bench clean
 
@@ -21,6 +22,7 @@ demo: setup
 	$(VENV)/bin/statectl inspect $(DEMO_SAVEPOINT)
 	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_OUT) --parallelism 3 --overwrite
 	$(VENV)/bin/statectl inspect $(DEMO_OUT)
+	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_REHASHED) --max-parallelism 256 -p 2 --overwrite
 
 test: setup flink-jars
 	$(PY) -m pytest

@@ -626,6 +626,9 @@ def _print_rescale_report(report: RescaleReport) -> None:
             op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes), skew
         )
     stdout.print(table)
+    ran = dict(report.tasks_run)
+    if ran:
+        print_line(f"Tasks: {ran.get('driver', 0)} in this process, {ran.get('spark', 0)} on Spark")
 
 
 def _parallelism_change(op: RescaledOperator) -> str:
