@@ -205,7 +205,8 @@ def _polynomial(
         return hashes, ascii_only
     powers = np.full(int(counts.max()) + 1, 31, np.uint64)
     powers[0] = 1
-    powers = np.cumprod(powers)[::-1]  # 31^(L-1) … 1 for the last L; wraps modulo 2^64
+    # 31^(L-1) … 1 for the last L, modulo 2^32: a uint32 matrix product wraps as Java's int
+    powers = (np.cumprod(powers)[::-1] & _M32).astype(np.uint32)
     order = np.argsort(counts, kind="stable")
     sorted_counts = counts[order]
     edges = np.flatnonzero(np.diff(sorted_counts)) + 1
@@ -214,7 +215,7 @@ def _polynomial(
         if length == 0:
             continue
         matrix = buffer[starts[rows, None] + np.arange(length)]
-        hashes[rows] = ((matrix * powers[-length:]).sum(axis=1) & _M32).astype(np.uint32)
+        hashes[rows] = matrix @ powers[-length:]
         ascii_only[rows] = ~(matrix & 0x80).any(axis=1)
     return hashes, ascii_only
 
