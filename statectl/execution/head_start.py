@@ -1,13 +1,14 @@
 """An embedded Spark with a head start: the driver runs tasks itself until Spark is up.
 
 Starting an embedded Spark costs seconds (a JVM, a SparkContext, Python workers): more than
-copying a few GiB of key-group blocks, which the kernel does (`copy_file_range`). In local
-mode Spark's executors are this machine's cores anyway, so the driver takes the tasks one at a
-time and measures its pace; once the work left would outlast Spark's start, Spark starts in
-the background, and as soon as it is up it takes every task not yet begun as one job. A job
-shorter than Spark's start never pays for it; a longer one loses nothing. The shuffle
-(re-hash) and the other operations always run on Spark, which spills what does not fit in
-memory.
+copying a few GiB of key-group blocks, which the kernel does (`copy_file_range`), or re-hashing
+a few million entries. In local mode Spark's executors are this machine's cores anyway, so the
+driver takes the tasks, as many at a time as there are cores, and measures its pace; once the
+work left would outlast Spark's start, Spark starts in the background, and as soon as it is up
+it takes every task not yet begun. A job shorter than Spark's start never pays for it; a
+longer one loses nothing. A shuffle (re-hash) is handed over the same way: the driver spills
+the records of the sources it read to local disk (`spill`), Spark shuffles the other sources,
+and each partition's writer merges the two, so the output is the same bytes either way.
 """
 
 from __future__ import annotations
@@ -18,16 +19,18 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeAlias, TypeVar, cast
 
 from statectl.execution.engine import SortKey, Work, total_work
 from statectl.execution.spark import SparkEngine
+from statectl.execution.spill import IndexEntry, Spill
 from statectl.progress import Progress, ProgressCallback
 
 T = TypeVar("T")
 R = TypeVar("R")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+Shuffled: TypeAlias = Iterator[tuple[SortKey, V]]
 
 
 @dataclass
@@ -61,6 +64,62 @@ class HeadStartEngine:
     ) -> list[R]:
         """`fn` over the tasks, results in task order: in this process until Spark is up, then
         every task not yet begun as one Spark job; `progress` counts both."""
+        results, done = self._drive(tasks, fn, work, progress)
+        self.driver_tasks += len(results)
+        rest = tasks[len(results) :]
+        if not rest:
+            return results
+
+        def spark_progress(spark_done: Progress) -> None:
+            if progress is not None:
+                files, size = done.files + spark_done.files, done.bytes + spark_done.bytes
+                progress(Progress(files, done.total_files, size, done.total_bytes))
+
+        return results + self.spark.run(rest, fn, work, spark_progress)
+
+    def sort_partitions(
+        self,
+        sources: Sequence[T],
+        records: Callable[[T], Iterable[tuple[SortKey, V]]],
+        partitions: int,
+        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+    ) -> list[R]:
+        """The shuffle: sources are spilled to local disk here until Spark is up; then Spark
+        shuffles the rest, and each of its partition writers merges in the spilled records of
+        its partition (a file on this machine: local mode). Without Spark, the partitions are
+        written here."""
+        if self.spark.started():
+            return self.spark.sort_partitions(sources, records, partitions, write)
+        with Spill() as spill:
+
+            def spill_source(numbered: tuple[int, T]) -> list[IndexEntry]:
+                return spill.write(numbered[0], records(numbered[1]))
+
+            indexes, _ = self._drive(list(enumerate(sources)), spill_source)
+            spilled = spill.partitions(indexes, partitions)
+            rest = sources[len(indexes) :]
+            if not rest:
+                self.driver_tasks += partitions
+                return [
+                    write(n, cast(Shuffled[SortKey, V], spilled[n].records()))
+                    for n in range(partitions)
+                ]
+
+            def write_merged(n: int, shuffled: Shuffled[SortKey, V]) -> R:
+                return write(n, cast(Shuffled[SortKey, V], spilled[n].merged(shuffled)))
+
+            return self.spark.sort_partitions(rest, records, partitions, write_merged)
+
+    def _drive(
+        self,
+        tasks: Sequence[T],
+        fn: Callable[[T], R],
+        work: Work[T] | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> tuple[list[R], Progress]:
+        """`fn` over the first tasks, here, as many at a time as there are threads, until Spark
+        is up (starting it once the work left would outlast its start): their results, in
+        order, and the progress they make."""
         total_files, total_bytes = _totals(tasks, work)
         done = Progress(0, total_files, 0, total_bytes)
         finished: dict[int, R] = {}
@@ -82,23 +141,12 @@ class HeadStartEngine:
                 for future in ended:
                     index = running.pop(future)
                     finished[index] = future.result()  # an error: `with` waits for the rest
-                    self.driver_tasks += 1
                     done = _plus(done, tasks[index], work)
                     if progress is not None:
                         progress(done)
                 if _seconds_left(done, time.monotonic() - began) > SPARK_START_SECONDS:
                     self.spark.start_in_background()
-        results = [finished[index] for index in range(submitted)]
-        rest = tasks[submitted:]
-        if not rest:
-            return results
-
-        def spark_progress(spark_done: Progress) -> None:
-            if progress is not None:
-                files, size = done.files + spark_done.files, done.bytes + spark_done.bytes
-                progress(Progress(files, done.total_files, size, done.total_bytes))
-
-        return results + self.spark.run(rest, fn, work, spark_progress)
+        return [finished[index] for index in range(submitted)], done
 
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         return self.spark.flat_map(tasks, fn)
@@ -111,19 +159,10 @@ class HeadStartEngine:
     ) -> list[R]:
         return self.spark.group_reduce(tasks, emit, reduce)
 
-    def sort_partitions(
-        self,
-        sources: Sequence[T],
-        records: Callable[[T], Iterable[tuple[SortKey, V]]],
-        partitions: int,
-        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
-    ) -> list[R]:
-        return self.spark.sort_partitions(sources, records, partitions, write)
 
-
-SPARK_START_SECONDS = 3.0
-"""About what an embedded Spark takes to start (JVM, context, first Python workers) on a small
-machine: work projected to take longer in the driver alone starts Spark."""
+SPARK_START_SECONDS = 6.0
+"""About what an embedded Spark takes to be of use (JVM, context, first Python workers: 5-7 s
+on a 2-core machine): work projected to take longer in the driver alone starts Spark."""
 
 
 def _totals(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:

@@ -3,38 +3,47 @@ yet begun; results and progress are those of one engine."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
 import pytest
 
 from statectl.errors import FormatError
+from statectl.execution.engine import LocalEngine
 from statectl.execution.head_start import HeadStartEngine, _seconds_left
 from statectl.execution.spark import SparkEngine
 from statectl.progress import Progress
 
 
 class SparkUpAfter(SparkEngine):
-    """The real engine, reported up once the driver has run `after` tasks (its start is what
-    decides the hand-over, and a real start's timing is not a test's to choose)."""
+    """The real engine, reported up once the driver has begun `after` tasks (counted in `ran`
+    by the tasks themselves): its start is what decides the hand-over, and a real start's
+    timing is not a test's to choose."""
 
-    head: HeadStartEngine | None = None
-    after: int = 0
+    ran: list[object]
+    after: int
 
     def started(self) -> bool:
-        return self.head is not None and self.head.driver_tasks >= self.after
+        return len(self.ran) >= self.after
 
 
-def _engine(after: int) -> HeadStartEngine:
+def _engine(after: int) -> tuple[HeadStartEngine, list[object]]:
     spark = SparkUpAfter("local[2]")
-    head = HeadStartEngine(spark, threads=1)
-    spark.head, spark.after = head, after
-    return head
+    spark.ran, spark.after = [], after
+    return HeadStartEngine(spark, threads=1), spark.ran
 
 
 @pytest.mark.spark
 def test_spark_takes_the_tasks_not_begun_once_it_is_up(spark: object) -> None:
-    engine = _engine(after=3)
+    engine, ran = _engine(after=3)
     seen: list[Progress] = []
     tasks = [5, 1, 4, 2, 3, 6, 7]
-    results = engine.run(tasks, lambda n: n * 10, lambda n: (1, n), seen.append)
+
+    def times_ten(n: int) -> int:
+        ran.append(n)  # in the driver; a Spark worker appends to its own copy
+        return n * 10
+
+    results = engine.run(tasks, times_ten, lambda n: (1, n), seen.append)
     assert results == [n * 10 for n in tasks]
     assert engine.tasks_run == {"driver": 3, "spark": 4}
     assert seen[:3] == [Progress(1, 7, 5, 28), Progress(2, 7, 6, 28), Progress(3, 7, 10, 28)]
@@ -49,7 +58,7 @@ def test_a_running_context_takes_every_task(spark: object) -> None:
 
 
 def test_work_shorter_than_sparks_start_never_starts_it() -> None:
-    engine = _engine(after=10**9)
+    engine, _ = _engine(after=10**9)
     assert engine.run(list(range(20)), lambda n: n + 1) == list(range(1, 21))
     assert engine.tasks_run == {"driver": 20}
     assert engine.spark._starting is None  # never asked to start
@@ -62,7 +71,7 @@ def test_an_error_in_a_driver_task_is_raised_as_it_was() -> None:
         return n
 
     with pytest.raises(FormatError) as error:
-        _engine(after=10**9).run([0, 1, 2, 3], fail_on_two)
+        _engine(after=10**9)[0].run([0, 1, 2, 3], fail_on_two)
     assert (error.value.source, error.value.message) == ("file-2", "bad block")
 
 
@@ -71,3 +80,31 @@ def test_spark_starts_when_the_work_left_would_outlast_its_start() -> None:
     assert _seconds_left(Progress(1, 4, 1, 100), 0.1) == pytest.approx(9.9)
     assert _seconds_left(Progress(3, 4, 90, 100), 1.0) == pytest.approx(1 / 9)
     assert _seconds_left(Progress(2, 4, 0, 0), 1.0) == pytest.approx(1.0)  # by files
+
+
+def _records(source: int) -> Iterator[tuple[tuple[int, int, int], str]]:
+    for i in range(5):
+        yield (i % 3, source, i), f"v{source}{i}"
+
+
+def _keys(partition: int, records: Iterator[tuple[tuple[int, int, int], str]]) -> list[object]:
+    return [partition, *(f"{key}={value}" for key, value in records)]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("spilled_sources", [0, 2, 4])
+def test_a_shuffle_handed_over_writes_what_one_engine_writes(
+    spark: object, spilled_sources: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STATECTL_LOCAL_DIR", str(tmp_path))  # where the driver spills
+    engine, ran = _engine(after=spilled_sources)
+
+    def records(source: int) -> Iterator[tuple[tuple[int, int, int], str]]:
+        ran.append(source)
+        yield from _records(source)
+
+    expected = LocalEngine().sort_partitions([0, 1, 2, 3], _records, 4, _keys)
+    assert expected[0][:3] == [0, "(0, 0, 0)=v00", "(0, 0, 3)=v03"]
+    assert engine.sort_partitions([0, 1, 2, 3], records, 4, _keys) == expected
+    assert engine.tasks_run == ({"driver": 4} if spilled_sources == 4 else {"spark": 4})
+    assert list(tmp_path.iterdir()) == []  # the spill is gone

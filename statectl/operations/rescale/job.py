@@ -297,8 +297,6 @@ def _run(
         def task_progress(done: Progress) -> None:
             progress(done.plus_pending(rekey_files, rekey_bytes))
 
-    if rekeyed:
-        engine.start_in_background()  # the shuffle runs on Spark: its start overlaps the tasks
     write = functools.partial(run_task, output_url=output_url, storage_options=storage_options)
     results = engine.run(tasks, write, task_work, task_progress)
     if rekeyed:
