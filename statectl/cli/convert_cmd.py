@@ -20,7 +20,6 @@ from statectl.cli.options import (
     parse_keyed_format,
 )
 from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
-from statectl.operations.rescale.plan import plan_rescale
 
 
 def convert(
@@ -59,6 +58,8 @@ def convert(
 
       statectl convert s3://b/checkpoints/job/chk-42 -o s3://b/savepoints/sp-42
     """
+    from statectl.operations.rescale.plan import plan_rescale
+
     keyed_format = parse_keyed_format(format)
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf)
     plan_and_write(
