@@ -21,7 +21,6 @@ from statectl.cli.options import (
     parse_keyed_format,
 )
 from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
-from statectl.operations.rescale.plan import plan_rescale
 
 
 def convert(
@@ -61,6 +60,8 @@ def convert(
 
       statectl convert s3://b/checkpoints/job/chk-42 -o s3://b/savepoints/sp-42
     """
+    from statectl.operations.rescale.plan import plan_rescale
+
     keyed_format = parse_keyed_format(format)
     flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf, head_start)
     plan_and_write(

@@ -16,10 +16,6 @@ from statectl.cli.options import (
     parse_spark_conf,
     parse_storage_options,
 )
-from statectl.execution.engine import choose_engine
-from statectl.operations.diff import diff, wants_spark
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
 
 
 def diff_command(
@@ -54,6 +50,11 @@ def diff_command(
 
       statectl diff s3://b/sp s3://b/sp-p16 --operator enrich --json | jq '.states[]'
     """
+    from statectl.execution.engine import choose_engine
+    from statectl.operations.diff import diff, wants_spark
+    from statectl.operations.verify import ensure_consistent
+    from statectl.savepoint.reader import open_savepoint
+
     options = parse_storage_options(storage_option)
     sp_a, sp_b = open_savepoint(a, options), open_savepoint(b, options)
     ensure_consistent(sp_a)  # refuse inconsistent input before reading entries

@@ -18,11 +18,6 @@ from statectl.cli.options import (
     parse_spark_conf,
     parse_storage_options,
 )
-from statectl.execution.engine import choose_engine
-from statectl.operations.export import export
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.storage import locate
 
 
 def export_command(
@@ -60,6 +55,12 @@ def export_command(
 
       statectl export s3://b/sp -o s3://b/sp-export/ --spark --master spark://host:7077
     """
+    from statectl.execution.engine import choose_engine
+    from statectl.operations.export import export  # pyarrow: for this command only
+    from statectl.operations.verify import ensure_consistent
+    from statectl.savepoint.reader import open_savepoint
+    from statectl.savepoint.storage import locate
+
     options = parse_storage_options(storage_option)
     sp = open_savepoint(path, options)
     ensure_consistent(sp, [sp.find_operator(operator)] if operator else None)

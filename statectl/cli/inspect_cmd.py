@@ -14,9 +14,6 @@ from statectl.cli.options import (
     StorageOptionFlags,
     parse_storage_options,
 )
-from statectl.operations.summary import summarize
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
 
 
 def inspect(
@@ -38,6 +35,10 @@ def inspect(
 
       statectl inspect ./sp --json | jq '.operators[] | {uid, parallelism}'
     """
+    from statectl.operations.summary import summarize
+    from statectl.operations.verify import ensure_consistent
+    from statectl.savepoint.reader import open_savepoint
+
     savepoint = open_savepoint(path, parse_storage_options(storage_option))
     ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
     output.renderer(json_output).inspect(summarize(savepoint, operator=operator, deep=deep))

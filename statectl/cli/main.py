@@ -2,7 +2,9 @@
 
 Errors are one line on stderr (`statectl: error: <file>: <what is wrong>`) with exit code 1;
 usage errors exit 2 (click's convention); `--debug` shows the traceback instead.
-Sub-command modules import heavy dependencies (pyspark) lazily so `--help` stays fast.
+Sub-command modules declare their options at module level but import the operations they run
+inside the command function: `--help` loads no operation, and a command only what it runs
+(tests/cli/test_import_cost.py).
 """
 
 from __future__ import annotations

@@ -15,10 +15,6 @@ from statectl.cli.options import (
     StorageOptionFlags,
     parse_storage_options,
 )
-from statectl.operations.migrate import migrate, plan_migration
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.writer import stale_staging
 
 
 def _repeatable(flag: str, metavar: str, help: str) -> Any:
@@ -65,6 +61,11 @@ def migrate_command(
 
       statectl migrate s3://b/chk-42 -o s3://b/sp-42 --rename-uid Map=normalize --json
     """
+    from statectl.operations.migrate import migrate, plan_migration
+    from statectl.operations.verify import ensure_consistent
+    from statectl.savepoint.reader import open_savepoint
+    from statectl.savepoint.writer import stale_staging
+
     renames = _parse_renames(rename_uid)
     if not renames and not drop:
         raise typer.BadParameter(

@@ -6,29 +6,21 @@ operation's result; warnings, errors and progress go to stderr in either mode.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-)
-from rich.table import Table
-
-from statectl.cli import plan_view
 from statectl.cli.units import human_bytes
-from statectl.formats.state_values import jsonable
-from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
-from statectl.operations.rescale import rekey
 
+# rich, and the modules only one renderer needs, are imported where they are used: a command
+# loads no more than it prints (`--json` needs no rich at all).
 if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+    from rich.table import Table
+
     from statectl.operations.diff import DiffReport, Example, StateDiff
     from statectl.operations.export import ExportReport
     from statectl.operations.migrate import MigrationReport
@@ -53,8 +45,22 @@ if TYPE_CHECKING:
     from statectl.operations.verify import Verification
     from statectl.progress import Progress as JobProgress
 
-stdout = Console(soft_wrap=False)
-stderr = Console(stderr=True)
+
+@functools.cache
+def _stdout() -> Console:
+    """The console of tables and lines, made on first use: `--json` never loads rich."""
+    from rich.console import Console
+
+    return Console(soft_wrap=False)
+
+
+@functools.cache
+def _stderr() -> Console:
+    """The console of the progress bar, made on first use."""
+    from rich.console import Console
+
+    return Console(stderr=True)
+
 
 # A uid and the operator id Flink derives from it (`uid-hash`).
 UidId = tuple[str, str]
@@ -101,6 +107,8 @@ class JsonRenderer:
         print_json(plan_to_json(plan, loads))
 
     def parallelism_plan(self, plan: ParallelismPlan) -> None:
+        from statectl.cli import plan_view
+
         print_json(plan_view.plan_json(plan))
 
     def rescale(self, report: RescaleReport) -> None:
@@ -135,7 +143,9 @@ class ConsoleRenderer:
         _print_plan(plan, loads)
 
     def parallelism_plan(self, plan: ParallelismPlan) -> None:
-        plan_view.print_plan(stdout, plan)
+        from statectl.cli import plan_view
+
+        plan_view.print_plan(_stdout(), plan)
 
     def rescale(self, report: RescaleReport) -> None:
         _print_rescale_report(report)
@@ -145,8 +155,8 @@ class ConsoleRenderer:
 
     def export(self, report: ExportReport) -> None:
         for label, count in report.states.items():
-            stdout.print(f"{label}: {count} rows", highlight=False)
-        stdout.print(
+            _stdout().print(f"{label}: {count} rows", highlight=False)
+        _stdout().print(
             f"wrote {report.rows} rows to {report.output} ({report.files} file(s))",
             highlight=False,
         )
@@ -165,7 +175,7 @@ class ConsoleRenderer:
 
 def print_line(text: str) -> None:
     """One line of data, never wrapped (a table title would wrap a long path) nor styled."""
-    stdout.print(text, soft_wrap=True, markup=False, highlight=False)
+    _stdout().print(text, soft_wrap=True, markup=False, highlight=False)
 
 
 def print_json(document: Any) -> None:
@@ -246,17 +256,19 @@ def _native_json(native: NativeSummary) -> dict[str, Any]:
 
 
 def _print_summary(summary: SavepointSummary) -> None:
-    stdout.print(
+    _stdout().print(
         f"[bold]{summary.location}[/]  {summary.snapshot}, metadata v{summary.metadata_version}, "
         f"checkpoint {summary.checkpoint_id}, {counted(len(summary.operators), 'operator')}"
     )
-    stdout.print(_operators_table(summary))
+    _stdout().print(_operators_table(summary))
     for op in summary.operators:
         if op.states or any(s.keyed_bytes or s.operator_bytes for s in op.subtasks):
             _print_operator_detail(op, summary.deep)
 
 
 def _operators_table(summary: SavepointSummary) -> Table:
+    from rich.table import Table
+
     table = Table(title="Operators", title_justify="left")
     for column in ("uid", "name", "operator id", "parallelism", "max parallelism", "states"):
         table.add_column(column)
@@ -276,13 +288,15 @@ def _operators_table(summary: SavepointSummary) -> Table:
 
 def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
     if op.states:
-        stdout.print(_operator_states_table(op, deep))
-    stdout.print(_subtasks_table(op))
+        _stdout().print(_operator_states_table(op, deep))
+    _stdout().print(_subtasks_table(op))
     if any(s.native for s in op.subtasks):
         _print_native_files(op)
 
 
 def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
+    from rich.table import Table
+
     title = f"{op.uid or op.id}: states"
     if op.key_serializer:
         title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
@@ -297,6 +311,8 @@ def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
 
 
 def _subtasks_table(op: OperatorSummary) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"{op.uid or op.id}: subtasks", title_justify="left")
     for column in ("subtask", "key groups", "keyed format"):
         table.add_column(column)
@@ -316,6 +332,8 @@ def _subtasks_table(op: OperatorSummary) -> Table:
 
 def _print_native_files(op: OperatorSummary) -> None:
     """Per RocksDB instance: its files, shared (across checkpoints) or private, and sizes."""
+    from rich.table import Table
+
     table = Table(title=f"{op.uid or op.id}: RocksDB native files", title_justify="left")
     for column in ("subtask", "file", "kind", "scope"):
         table.add_column(column)
@@ -325,9 +343,9 @@ def _print_native_files(op: OperatorSummary) -> None:
         for f in native.files:
             scope = "shared" if f.shared else "private"
             table.add_row(str(index), f.name, f.kind, scope, human_bytes(f.bytes))
-    stdout.print(table)
+    _stdout().print(table)
     families = natives[0][1].column_families if natives else ()
-    stdout.print(f"column families: {', '.join(families) or '-'}")
+    _stdout().print(f"column families: {', '.join(families) or '-'}")
 
 
 # --- verify ----------------------------------------------------------------------------------
@@ -390,6 +408,8 @@ def _state_diff_json(state: StateDiff) -> dict[str, Any]:
 
 
 def _example_json(example: Example) -> dict[str, Any]:
+    from statectl.formats.state_values import jsonable
+
     shown: dict[str, Any] = {"change": example.change}
     if example.key_group is not None:
         shown["key_group"] = example.key_group
@@ -406,7 +426,9 @@ def _example_json(example: Example) -> dict[str, Any]:
 
 def _print_diff(report: DiffReport) -> None:
     # A CI log is no terminal: give the table room instead of rich's 80 columns.
-    out = stdout if stdout.is_terminal else Console(soft_wrap=False, width=160)
+    from rich.console import Console
+
+    out = _stdout() if _stdout().is_terminal else Console(soft_wrap=False, width=160)
     out.print(f"A: {report.a}\nB: {report.b}", highlight=False)
     for side, refs in (("A", report.operators_only_in_a), ("B", report.operators_only_in_b)):
         for ref in refs:
@@ -431,6 +453,8 @@ def _diff_verdict(report: DiffReport) -> str:
 
 
 def _diff_table(report: DiffReport) -> Table:
+    from rich.table import Table
+
     table = Table(title="States", title_justify="left")
     for column in ("operator", "state", "scope", "kind"):
         table.add_column(column)
@@ -462,6 +486,8 @@ def _describe(example: Example) -> str:
 
 
 def _text(value: Any) -> str:
+    from statectl.formats.state_values import jsonable
+
     return json.dumps(jsonable(value), ensure_ascii=False)
 
 
@@ -490,6 +516,8 @@ def _operator_plan_json(plan: OperatorPlan, loads: SubtaskLoads | None) -> dict[
         "subtasks": [_subtask_plan_json(plan, target) for target in plan.targets or ()],
     }
     if plan.rekey is not None:
+        from statectl.operations.rescale import rekey
+
         entry["rehash"] = rekey.describe(plan.rekey)
     if loads is not None:  # the same prediction as `statectl plan`
         entry["keyed_block_bytes"] = list(loads.subtask_bytes)
@@ -538,19 +566,21 @@ def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
 
 
 def _print_plan(plan: RescalePlan, loads: KeyedLoads) -> None:
-    stdout.print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
+    _stdout().print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
     for entry in plan_to_json(plan, loads)["operators"]:
         _print_operator_plan(entry)
 
 
 def _print_operator_plan(entry: dict[str, Any]) -> None:
+    from rich.table import Table
+
     name = entry["uid"] or entry["id"]
     max_change = ""
     if entry["old_max_parallelism"] != entry["new_max_parallelism"]:
         max_change = f", max parallelism {entry['old_max_parallelism']} → "
         max_change += str(entry["new_max_parallelism"])
     if not entry["rescaled"]:
-        stdout.print(f"{name}: parallelism {entry['old_parallelism']}{max_change}, carried over")
+        _stdout().print(f"{name}: parallelism {entry['old_parallelism']}{max_change}, carried over")
         return
     change = f"{entry['old_parallelism']} → {entry['new_parallelism']}"
     skew = ""
@@ -568,7 +598,7 @@ def _print_operator_plan(entry: dict[str, Any]) -> None:
     table.add_column("bytes", justify="right")
     for sub in entry["subtasks"]:
         table.add_row(*_plan_subtask_row(sub))
-    stdout.print(table)
+    _stdout().print(table)
 
 
 def _plan_subtask_row(sub: dict[str, Any]) -> tuple[str, ...]:
@@ -613,6 +643,8 @@ def _rounded(ratio: float | None) -> float | None:
 
 
 def _print_rescale_report(report: RescaleReport) -> None:
+    from rich.table import Table
+
     formats = {op.new_keyed_format for op in report.operators if op.new_keyed_format}
     print_line(f"Wrote {report.destination} ({', '.join(sorted(formats)) or 'canonical'})")
     table = Table()
@@ -625,7 +657,7 @@ def _print_rescale_report(report: RescaleReport) -> None:
         table.add_row(
             op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes), skew
         )
-    stdout.print(table)
+    _stdout().print(table)
     ran = dict(report.tasks_run)
     if ran:
         print_line(f"Tasks: {ran.get('driver', 0)} in this process, {ran.get('spark', 0)} on Spark")
@@ -650,6 +682,8 @@ def _parallelism_change(op: RescaledOperator) -> str:
 
 
 def migration_to_json(report: MigrationReport) -> dict[str, Any]:
+    from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
+
     return {
         **_pick(report, "source", "destination", "metadata_version"),
         "renamed": report.count(RENAMED),
@@ -674,6 +708,10 @@ def _migrated_operator_json(op: MigratedOperator) -> dict[str, Any]:
 
 
 def _print_migration(report: MigrationReport) -> None:
+    from rich.table import Table
+
+    from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
+
     print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
     table = Table()
     table.add_column("operator")
@@ -683,14 +721,16 @@ def _print_migration(report: MigrationReport) -> None:
     table.add_column("bytes", justify="right")
     for op in report.operators:
         table.add_row(*_migrated_operator_row(op))
-    stdout.print(table)
-    stdout.print(
+    _stdout().print(table)
+    _stdout().print(
         f"{report.count(RENAMED)} renamed, {report.count(DROPPED)} dropped, "
         f"{report.count(CARRIED)} kept; {report.files} files, {human_bytes(report.bytes)}"
     )
 
 
 def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
+    from statectl.operations.migrate import DROPPED, RENAMED
+
     change = op.change
     old = change.old_uid or change.old_id
     if change.action == DROPPED:
@@ -718,14 +758,22 @@ class TaskProgress:
         self._reported_plain = False
 
     def __enter__(self) -> TaskProgress:
-        if self.enabled and stderr.is_terminal:
+        if self.enabled and _stderr().is_terminal:
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+            )
+
             self._progress = Progress(
                 TextColumn("[bold]{task.description}"),
                 BarColumn(),
                 TextColumn("{task.fields[files]}"),
                 DownloadColumn(binary_units=True),
                 TimeElapsedColumn(),
-                console=stderr,
+                console=_stderr(),
                 transient=True,
             )
             self._progress.start()

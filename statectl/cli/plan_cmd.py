@@ -14,10 +14,6 @@ from statectl.cli.options import (
     StorageOptionFlags,
     parse_storage_options,
 )
-from statectl.operations.plan import plan_parallelism
-from statectl.operations.rescale.load import parse_parallelisms
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
 
 
 def plan(
@@ -59,6 +55,10 @@ def plan(
 
       statectl plan s3://bucket/sp -p 4,8,16 --json | jq '.operators[].candidates'
     """
+    from statectl.operations.plan import plan_parallelism
+    from statectl.operations.verify import ensure_consistent
+    from statectl.savepoint.reader import open_savepoint
+
     candidates = _candidates(parallelism)
     savepoint = open_savepoint(path, parse_storage_options(storage_option))
     ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
@@ -73,6 +73,8 @@ def plan(
 def _candidates(text: str | None) -> list[int] | None:
     if text is None:
         return None
+    from statectl.operations.rescale.load import parse_parallelisms
+
     try:
         return parse_parallelisms(text)
     except ValueError as exc:

@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-from rich.text import Text
-
 from statectl.cli.units import human_bytes
 from statectl.formats.key_groups import key_group_range
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # rich draws the tables only: `plan --json` needs none of it
     from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
 
     from statectl.operations.plan import Candidate, OperatorOutlook, ParallelismPlan
 
@@ -128,6 +127,8 @@ def chosen_candidate(op: OperatorOutlook) -> Candidate | None:
 
 
 def _candidates_table(op: OperatorOutlook) -> Table:
+    from rich.table import Table
+
     table = Table(
         box=None,
         pad_edge=False,
@@ -189,6 +190,9 @@ def _strip_title(op: OperatorOutlook) -> str:
 
 def bar_chart(subtask_bytes: Sequence[int], max_parallelism: int) -> Table:
     """One bar per subtask (its key-group range beside it); the largest in red."""
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(justify="right")
     table.add_column()
@@ -216,6 +220,8 @@ def _bar(size: int, largest: int) -> str:
 
 def heat_strip(key_group_bytes: Sequence[int]) -> Text:
     """A line per 64 cells: block height and colour grow with a cell's bytes."""
+    from rich.text import Text
+
     per_cell = _group_size(len(key_group_bytes))
     cells = [
         sum(key_group_bytes[i : i + per_cell]) for i in range(0, len(key_group_bytes), per_cell)
@@ -243,6 +249,8 @@ def _group_size(key_groups: int) -> int:
 
 
 def _operator_state_table(candidate: Candidate) -> Table:
+    from rich.table import Table
+
     table = Table(
         title=f"Operator state per subtask at parallelism {candidate.parallelism} (as restored)",
         title_justify="left",

@@ -27,11 +27,6 @@ from statectl.cli.options import (
     parse_spark_conf,
     parse_storage_options,
 )
-from statectl.operations.plan import predicted_keyed_loads
-from statectl.operations.rescale.plan import plan_rescale
-from statectl.operations.verify import ensure_consistent
-from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.writer import stale_staging
 
 if TYPE_CHECKING:
     from statectl.operations.rescale.plan import RescalePlan
@@ -104,6 +99,8 @@ def rescale(
         )
 
     def plan_with(savepoint: Savepoint) -> RescalePlan:
+        from statectl.operations.rescale.plan import plan_rescale
+
         return plan_rescale(
             savepoint, parallelism, overrides, max_parallelism, parse_keyed_format(keyed_format)
         )
@@ -151,17 +148,22 @@ def plan_and_write(
 ) -> None:
     """Plan `command` over a consistent `source`; show the plan (--dry-run) or write it.
 
-    A write starts its engine first, in the background, so that Spark's start overlaps
-    reading and planning; `--json` reports the seconds of each phase (`timings`)."""
+    A write prepares its engine first (a cluster's Spark starts in the background, so that its
+    start overlaps reading and planning); `--json` reports the seconds of each phase
+    (`timings`) and where the tasks ran (`tasks`)."""
     options = parse_storage_options(storage_option)
     engine = None
     if not flags.dry_run:
-        from statectl.operations.rescale import job  # pyspark: not for --help
+        from statectl.operations.rescale import job
 
         conf = parse_spark_conf(flags.conf)
         engine = job.prepare_engine(
             source, flags.destination, flags.master, conf, options, flags.head_start
         )
+    # Imported once a cluster's Spark is starting, and before the clock: `timings` time work.
+    from statectl.operations.verify import ensure_consistent
+    from statectl.savepoint.reader import open_savepoint
+
     clock = [time.monotonic()]
     savepoint = open_savepoint(source, options)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
@@ -170,8 +172,12 @@ def plan_and_write(
     clock.append(time.monotonic())
     render = output.renderer(flags.json_output)
     if flags.dry_run:
+        from statectl.operations.plan import predicted_keyed_loads
+
         render.plan(plan, predicted_keyed_loads(plan))
         return
+    from statectl.savepoint.writer import stale_staging
+
     output.warn_stale_staging(stale_staging(flags.destination, options))
     with render.progress(command) as progress:
         report = job.rescale(

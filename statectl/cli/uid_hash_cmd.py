@@ -8,7 +8,6 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import JsonOption
-from statectl.savepoint.model import operator_id_for_uid
 
 
 def uid_hash(
@@ -28,6 +27,8 @@ def uid_hash(
 
       statectl uid-hash src sink --json | jq -r '.[].id'
     """
+    from statectl.savepoint.model import operator_id_for_uid
+
     if not all(uids):
         raise typer.BadParameter("a uid must not be empty", param_hint="UID")
     ids = [(uid, operator_id_for_uid(uid).hex()) for uid in uids]

@@ -17,7 +17,6 @@ from statectl.cli.options import (
     StorageOptionFlags,
     parse_storage_options,
 )
-from statectl.operations.verify import verify_location
 
 
 def verify(
@@ -44,6 +43,8 @@ def verify(
 
       statectl verify s3://bucket/savepoints/sp-1 --deep --json | jq '.findings[]'
     """
+    from statectl.operations.verify import verify_location
+
     result = verify_location(path, parse_storage_options(storage_option), deep)
     output.renderer(json_output).verify(result)
     if not result.ok:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
-from typing import Any
-
-import fsspec
-from fsspec.core import url_to_fs
+from typing import TYPE_CHECKING, Any
 
 from statectl.errors import SavepointError
+
+if TYPE_CHECKING:  # fsspec loads on the first locate(): `uid-hash` reads no files
+    import fsspec
 
 _SCHEME_ALIASES = {"s3a": "s3", "s3p": "s3", "s3n": "s3", "oss": "oss", "wasbs": "abfs"}
 
@@ -106,6 +106,8 @@ def _parent_url(url: str) -> str:
 
 def locate(url: str, storage_options: dict[str, Any] | None = None) -> Location:
     """Resolve a user-given path or URL (or a URI from `_metadata`) to a Location."""
+    from fsspec.core import url_to_fs
+
     fs_url = to_fsspec_url(url)
     try:
         fs, path = url_to_fs(fs_url, **(storage_options or {}))
