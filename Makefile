@@ -16,6 +16,8 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[test]'
+	# Bytecode now, as a wheel install has it: every command then starts without compiling.
+	$(PY) -m compileall -q statectl
 	touch $(STAMP)
 
 demo: setup

@@ -3,7 +3,7 @@
 Starting an embedded Spark costs seconds (a JVM, a SparkContext, Python workers): more than
 copying a few GiB of key-group blocks, which the kernel does (`copy_file_range`), or re-hashing
 a few million entries. In local mode Spark's executors are this machine's cores anyway, so the
-driver takes the tasks, as many at a time as there are cores, and measures its pace; once the
+driver takes the tasks, a few per core at a time, and measures its pace; once the
 work left would outlast Spark's start, Spark starts in the background, and as soon as it is up
 it takes every task not yet begun. A job shorter than Spark's start never pays for it; a
 longer one loses nothing. A shuffle (re-hash) is handed over the same way: the driver spills
@@ -36,11 +36,11 @@ Shuffled: TypeAlias = Iterator[tuple[SortKey, V]]
 @dataclass
 class HeadStartEngine:
     """`spark` (local mode), started only when the work calls for it; until it is up, the
-    driver runs tasks itself, as many at a time as there are cores (copies release the GIL)."""
+    driver runs tasks itself, `threads` at a time (copies and numpy release the GIL)."""
 
     spark: SparkEngine
     name: str = "spark"
-    threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    threads: int = field(default_factory=lambda: driver_threads(os.cpu_count() or 1))
     driver_tasks: int = 0
 
     @property
@@ -163,6 +163,13 @@ class HeadStartEngine:
 SPARK_START_SECONDS = 6.0
 """About what an embedded Spark takes to be of use (JVM, context, first Python workers: 5-7 s
 on a 2-core machine): work projected to take longer in the driver alone starts Spark."""
+
+
+def driver_threads(cores: int) -> int:
+    """Tasks the driver runs at once: twice the cores, as copies wait on storage and tasks of
+    unequal size then still share the cores; at most 16, as each re-hash holds a batch's
+    arrays."""
+    return min(2 * cores, 16)
 
 
 def _totals(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
