@@ -145,7 +145,7 @@ class HeadStartEngine:
                     if progress is not None:
                         progress(done)
                 if _seconds_left(done, time.monotonic() - began) > SPARK_START_SECONDS:
-                    self.spark.start_in_background()
+                    self.spark.start_in_background(niceness=SPARK_START_NICENESS)
         return [finished[index] for index in range(submitted)], done
 
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
@@ -163,6 +163,11 @@ class HeadStartEngine:
 SPARK_START_SECONDS = 6.0
 """About what an embedded Spark takes to be of use (JVM, context, first Python workers: 5-7 s
 on a 2-core machine): work projected to take longer in the driver alone starts Spark."""
+
+
+SPARK_START_NICENESS = 10
+"""The embedded Spark started while the driver works runs at a lower CPU priority: its start
+must not slow the work it is meant to speed up (local mode shares this machine's cores)."""
 
 
 def driver_threads(cores: int) -> int:

@@ -148,15 +148,20 @@ class SparkEngine:
         self.start()
         return spark_context(self.master, dict(self.conf))
 
-    def start_in_background(self) -> None:
+    def start_in_background(self, niceness: int = 0) -> None:
         """Begin starting the context in a daemon thread (seconds of JVM start-up the driver
         spends reading and planning meanwhile); `start` waits for it. A daemon thread: a
-        command that fails before it needs Spark exits at once, and the JVM follows it."""
+        command that fails before it needs Spark exits at once, and the JVM follows it.
+        `niceness` > 0 lowers the CPU priority of the JVM (and of the Python workers it
+        starts), so that its start takes only cores the driver leaves idle."""
         if self._starting is not None or _context_running():
             return
 
         def start() -> None:
             try:
+                if niceness > 0:  # this thread's; the JVM launched from it inherits it
+                    with contextlib.suppress(OSError, AttributeError):
+                        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
                 spark_context(self.master, dict(self.conf))
             except BaseException as exc:  # raised again by `start`, in the caller's thread
                 self._start_errors.append(exc)

@@ -3,6 +3,9 @@ yet begun; results and progress are those of one engine."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from statectl.execution.engine import LocalEngine
 from statectl.execution.head_start import HeadStartEngine, _seconds_left
 from statectl.execution.spark import SparkEngine
 from statectl.progress import Progress
+from tests.conftest import REPO
 
 
 class SparkUpAfter(SparkEngine):
@@ -108,3 +112,31 @@ def test_a_shuffle_handed_over_writes_what_one_engine_writes(
     assert engine.sort_partitions([0, 1, 2, 3], records, 4, _keys) == expected
     assert engine.tasks_run == ({"driver": 4} if spilled_sources == 4 else {"spark": 4})
     assert list(tmp_path.iterdir()) == []  # the spill is gone
+
+
+@pytest.mark.spark
+def test_the_spark_started_while_the_driver_works_runs_at_a_lower_priority() -> None:
+    script = """
+import os, subprocess, time
+from statectl.execution import head_start
+from statectl.execution.spark import SparkEngine
+engine = SparkEngine("local[1]")
+engine.start_in_background(niceness=head_start.SPARK_START_NICENESS)
+deadline = time.monotonic() + 60
+while time.monotonic() < deadline:
+    found = subprocess.run(["ps", "-o", "ni=,args=", "--ppid", str(os.getpid())],
+                           capture_output=True, text=True).stdout.splitlines()
+    jvm = [line.split()[0] for line in found if "pyspark-shell" in line]
+    if jvm:
+        print(jvm[0], os.getpriority(os.PRIO_PROCESS, 0))
+        break
+    time.sleep(0.05)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert done.stdout.split() == ["10", "0"], done.stderr  # the JVM niced, the driver not
