@@ -24,7 +24,7 @@ demo: setup
 	$(VENV)/bin/statectl inspect $(DEMO_SAVEPOINT)
 	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_OUT) --parallelism 3 --overwrite
 	$(VENV)/bin/statectl inspect $(DEMO_OUT)
-	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_REHASHED) --max-parallelism 256 -p 2 --overwrite
+	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_REHASHED) --max-parallelism 256 -p 2 --overwrite --no-head-start
 
 test: setup flink-jars
 	$(PY) -m pytest

@@ -55,9 +55,11 @@ class LocalEngine:
         fn: Callable[[T], R],
         work: Work[T] | None = None,
         progress: ProgressCallback | None = None,
+        spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """`fn` over every task, results in task order; `progress` counts the `work` of the
-        tasks done (Spark balances its tasks by the bytes)."""
+        tasks done (Spark balances its tasks by the bytes). `spark_only`: tasks a head start
+        must leave to Spark (`head_start`); other engines run every task alike."""
         results = []
         total_files, total_bytes = total_work(tasks, work)
         files = size = 0
@@ -93,6 +95,7 @@ class LocalEngine:
         records: Callable[[T], Iterable[tuple[SortKey, V]]],
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """The shuffle: every source's (key, value) records, each key a tuple whose first item
         is its partition, sorted by key within the partition and streamed to `write(partition,

@@ -61,21 +61,29 @@ class HeadStartEngine:
         fn: Callable[[T], R],
         work: Work[T] | None = None,
         progress: ProgressCallback | None = None,
+        spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """`fn` over the tasks, results in task order: in this process until Spark is up, then
-        every task not yet begun as one Spark job; `progress` counts both."""
-        results, done = self._drive(tasks, fn, work, progress)
-        self.driver_tasks += len(results)
-        rest = tasks[len(results) :]
-        if not rest:
-            return results
+        every task not yet begun as one Spark job; `progress` counts both. Tasks `spark_only`
+        picks (work that holds the GIL, which threads cannot share) wait for Spark, which is
+        then started at once."""
+        held = {i for i, task in enumerate(tasks) if spark_only is not None and spark_only(task)}
+        if held:
+            self.spark.start_in_background()  # needed whatever the pace: at full priority
+        eligible = [i for i in range(len(tasks)) if i not in held]
+        finished, done = self._drive(tasks, eligible, fn, work, progress)
+        self.driver_tasks += len(finished)
+        rest = [i for i in range(len(tasks)) if i not in finished]
+        if rest:
 
-        def spark_progress(spark_done: Progress) -> None:
-            if progress is not None:
-                files, size = done.files + spark_done.files, done.bytes + spark_done.bytes
-                progress(Progress(files, done.total_files, size, done.total_bytes))
+            def spark_progress(spark_done: Progress) -> None:
+                if progress is not None:
+                    files, size = done.files + spark_done.files, done.bytes + spark_done.bytes
+                    progress(Progress(files, done.total_files, size, done.total_bytes))
 
-        return results + self.spark.run(rest, fn, work, spark_progress)
+            on_spark = self.spark.run([tasks[i] for i in rest], fn, work, spark_progress)
+            finished.update(zip(rest, on_spark, strict=True))
+        return [finished[i] for i in range(len(tasks))]
 
     def sort_partitions(
         self,
@@ -83,20 +91,22 @@ class HeadStartEngine:
         records: Callable[[T], Iterable[tuple[SortKey, V]]],
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """The shuffle: sources are spilled to local disk here until Spark is up; then Spark
         shuffles the rest, and each of its partition writers merges in the spilled records of
         its partition (a file on this machine: local mode). Without Spark, the partitions are
-        written here."""
-        if self.spark.started():
+        written here. A source `spark_only` picks sends the whole shuffle to Spark."""
+        if self.spark.started() or any(map(spark_only or _never, sources)):
             return self.spark.sort_partitions(sources, records, partitions, write)
         with Spill() as spill:
 
             def spill_source(numbered: tuple[int, T]) -> list[IndexEntry]:
                 return spill.write(numbered[0], records(numbered[1]))
 
-            indexes, _ = self._drive(list(enumerate(sources)), spill_source)
-            spilled = spill.partitions(indexes, partitions)
+            numbered = list(enumerate(sources))
+            indexes, _ = self._drive(numbered, range(len(numbered)), spill_source)
+            spilled = spill.partitions(indexes.values(), partitions)
             rest = sources[len(indexes) :]
             if not rest:
                 self.driver_tasks += partitions
@@ -113,28 +123,27 @@ class HeadStartEngine:
     def _drive(
         self,
         tasks: Sequence[T],
+        eligible: Sequence[int],
         fn: Callable[[T], R],
         work: Work[T] | None = None,
         progress: ProgressCallback | None = None,
-    ) -> tuple[list[R], Progress]:
-        """`fn` over the first tasks, here, as many at a time as there are threads, until Spark
-        is up (starting it once the work left would outlast its start): their results, in
-        order, and the progress they make."""
+    ) -> tuple[dict[int, R], Progress]:
+        """`fn` over the `eligible` tasks in order, here, `threads` at a time, until Spark is up
+        (starting it once the work left would outlast its start): their results by index, and
+        the progress they make (of all `tasks`)."""
         total_files, total_bytes = _totals(tasks, work)
         done = Progress(0, total_files, 0, total_bytes)
         finished: dict[int, R] = {}
-        submitted = 0
+        queue = iter(eligible)
         began = time.monotonic()
         with ThreadPoolExecutor(self.threads, thread_name_prefix="statectl-task") as pool:
             running: dict[Future[R], int] = {}
             while True:
-                while (
-                    submitted < len(tasks)
-                    and len(running) < self.threads
-                    and not self.spark.started()
-                ):
-                    running[pool.submit(fn, tasks[submitted])] = submitted
-                    submitted += 1
+                while len(running) < self.threads and not self.spark.started():
+                    index = next(queue, None)
+                    if index is None:
+                        break
+                    running[pool.submit(fn, tasks[index])] = index
                 if not running:
                     break
                 ended, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -146,7 +155,7 @@ class HeadStartEngine:
                         progress(done)
                 if _seconds_left(done, time.monotonic() - began) > SPARK_START_SECONDS:
                     self.spark.start_in_background(niceness=SPARK_START_NICENESS)
-        return [finished[index] for index in range(submitted)], done
+        return finished, done
 
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         return self.spark.flat_map(tasks, fn)
@@ -168,6 +177,10 @@ on a 2-core machine): work projected to take longer in the driver alone starts S
 SPARK_START_NICENESS = 10
 """The embedded Spark started while the driver works runs at a lower CPU priority: its start
 must not slow the work it is meant to speed up (local mode shares this machine's cores)."""
+
+
+def _never(task: object) -> bool:
+    return False
 
 
 def driver_threads(cores: int) -> int:

@@ -202,6 +202,7 @@ class SparkEngine:
         fn: Callable[[T], R],
         work: Work[T] | None = None,
         progress: ProgressCallback | None = None,
+        spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         if not tasks:
             return []
@@ -285,6 +286,7 @@ class SparkEngine:
         records: Callable[[T], Iterable[tuple[SortKey, V]]],
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """`repartitionAndSortWithinPartitions`: Spark spills what does not fit in memory."""
         context = self.context

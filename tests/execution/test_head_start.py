@@ -68,6 +68,14 @@ def test_work_shorter_than_sparks_start_never_starts_it() -> None:
     assert engine.spark._starting is None  # never asked to start
 
 
+@pytest.mark.spark
+def test_tasks_that_hold_the_gil_wait_for_spark(spark: object) -> None:
+    engine, _ = _engine(after=10**9)  # Spark never reported up: the driver runs the others
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, spark_only=lambda n: n % 2 == 0)
+    assert results == [1, 4, 9, 16, 25]
+    assert engine.tasks_run == {"driver": 3, "spark": 2}
+
+
 def test_an_error_in_a_driver_task_is_raised_as_it_was() -> None:
     def fail_on_two(n: int) -> int:
         if n == 2:

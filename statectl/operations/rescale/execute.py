@@ -83,6 +83,13 @@ def task_work(task: Task) -> tuple[int, int]:
     return task_files(task), task_bytes(task)
 
 
+def moves_rows(task: Task) -> bool:
+    """Whether the task moves RocksDB rows through Python one by one (native input or output):
+    work that holds the GIL, which a driver's threads cannot share but Spark's processes can."""
+    keyed = task.keyed if isinstance(task, SubtaskTarget) else None
+    return keyed is not None and (bool(keyed.native) or keyed.output is not None)
+
+
 def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None) -> Result:
     """Entry point of a Spark task: write the task's file(s) into the output folder."""
     output = locate(output_url, storage_options)

@@ -28,12 +28,13 @@ from statectl.operations.rescale.execute import (
     Result,
     SubtaskResult,
     Task,
+    moves_rows,
     run_task,
     task_work,
     write_rekeyed,
 )
 from statectl.operations.rescale.plan import OperatorPlan, RescalePlan, has_native_keyed_state
-from statectl.operations.rescale.rekey import RekeyOperator, RekeySource
+from statectl.operations.rescale.rekey import NativeSource, RekeyOperator, RekeySource
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
@@ -298,7 +299,7 @@ def _run(
             progress(done.plus_pending(rekey_files, rekey_bytes))
 
     write = functools.partial(run_task, output_url=output_url, storage_options=storage_options)
-    results = engine.run(tasks, write, task_work, task_progress)
+    results = engine.run(tasks, write, task_work, task_progress, spark_only=moves_rows)
     if rekeyed:
         results += rekey(engine, rekeyed, output_url, storage_options)
         if progress is not None:
@@ -342,4 +343,7 @@ def rekey(
             operators[n], partition - bases[n], chunks, output_url, storage_options
         )
 
-    return engine.sort_partitions(sources, records, bases[-1], write)
+    def reads_rows(item: tuple[int, int, RekeyOperator, RekeySource]) -> bool:
+        return isinstance(item[3], NativeSource)  # RocksDB rows one by one: GIL-bound
+
+    return engine.sort_partitions(sources, records, bases[-1], write, spark_only=reads_rows)
