@@ -95,11 +95,13 @@ class LocalEngine:
         records: Callable[[T], Iterable[tuple[SortKey, V]]],
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        work: Work[T] | None = None,
         spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """The shuffle: every source's (key, value) records, each key a tuple whose first item
         is its partition, sorted by key within the partition and streamed to `write(partition,
-        records)`; one result per partition, in partition order."""
+        records)`; one result per partition, in partition order. `work` and `spark_only` are
+        as for `run` (a head start's pace and what it leaves to Spark)."""
         self.tasks_run["driver"] += partitions
         by_partition: list[list[tuple[SortKey, V]]] = [[] for _ in range(partitions)]
         for source in sources:

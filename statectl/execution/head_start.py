@@ -91,6 +91,7 @@ class HeadStartEngine:
         records: Callable[[T], Iterable[tuple[SortKey, V]]],
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        work: Work[T] | None = None,
         spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """The shuffle: sources are spilled to local disk here until Spark is up; then Spark
@@ -104,8 +105,11 @@ class HeadStartEngine:
             def spill_source(numbered: tuple[int, T]) -> list[IndexEntry]:
                 return spill.write(numbered[0], records(numbered[1]))
 
+            def source_work(numbered: tuple[int, T]) -> tuple[int, int]:
+                return work(numbered[1]) if work is not None else (1, 1)
+
             numbered = list(enumerate(sources))
-            indexes, _ = self._drive(numbered, range(len(numbered)), spill_source)
+            indexes, _ = self._drive(numbered, range(len(numbered)), spill_source, source_work)
             spilled = spill.partitions(indexes.values(), partitions)
             rest = sources[len(indexes) :]
             if not rest:
@@ -150,10 +154,11 @@ class HeadStartEngine:
                 for future in ended:
                     index = running.pop(future)
                     finished[index] = future.result()  # an error: `with` waits for the rest
-                    done = _plus(done, tasks[index], work)
+                    done = _plus(done, [tasks[index]], work)
                     if progress is not None:
                         progress(done)
-                if _seconds_left(done, time.monotonic() - began) > SPARK_START_SECONDS:
+                under_way = _plus(done, [tasks[i] for i in running.values()], work)
+                if _seconds_left(done, under_way, time.monotonic() - began) > SPARK_START_SECONDS:
                     self.spark.start_in_background(niceness=SPARK_START_NICENESS)
         return finished, done
 
@@ -195,15 +200,18 @@ def _totals(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
     return total_work(tasks, work) if work is not None else (len(tasks), len(tasks))
 
 
-def _plus(done: Progress, task: T, work: Work[T] | None) -> Progress:
-    files, size = work(task) if work is not None else (1, 1)
+def _plus(done: Progress, tasks: Sequence[T], work: Work[T] | None) -> Progress:
+    """`done` with the work of `tasks` added."""
+    files, size = _totals(tasks, work)
     return Progress(done.files + files, done.total_files, done.bytes + size, done.total_bytes)
 
 
-def _seconds_left(done: Progress, elapsed: float) -> float:
-    """The driver's time to finish alone, at its pace so far (by bytes, else by files)."""
-    if done.bytes and done.total_bytes:
-        return elapsed * (done.total_bytes - done.bytes) / done.bytes
-    if done.files and done.total_files:
-        return elapsed * (done.total_files - done.files) / done.files
-    return 0.0
+def _seconds_left(done: Progress, under_way: Progress, elapsed: float) -> float:
+    """The driver's time to finish alone at its pace so far (by bytes, else by files), the
+    tasks under way counted half done: with several at a time, the first to end would
+    otherwise make the pace look several times slower than it is."""
+    if done.total_bytes:
+        finished, total = (done.bytes + under_way.bytes) / 2, done.total_bytes
+    else:
+        finished, total = (done.files + under_way.files) / 2, done.total_files
+    return elapsed * (total - finished) / finished if finished else 0.0

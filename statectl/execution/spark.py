@@ -153,7 +153,7 @@ class SparkEngine:
         spends reading and planning meanwhile); `start` waits for it. A daemon thread: a
         command that fails before it needs Spark exits at once, and the JVM follows it.
         `niceness` > 0 lowers the CPU priority of the JVM (and of the Python workers it
-        starts), so that its start takes only cores the driver leaves idle."""
+        starts) by that much, so that its start takes only cores the driver leaves idle."""
         if self._starting is not None or _context_running():
             return
 
@@ -161,7 +161,9 @@ class SparkEngine:
             try:
                 if niceness > 0:  # this thread's; the JVM launched from it inherits it
                     with contextlib.suppress(OSError, AttributeError):
-                        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), niceness)
+                        thread = threading.get_native_id()
+                        lower = min(19, os.getpriority(os.PRIO_PROCESS, thread) + niceness)
+                        os.setpriority(os.PRIO_PROCESS, thread, lower)
                 spark_context(self.master, dict(self.conf))
             except BaseException as exc:  # raised again by `start`, in the caller's thread
                 self._start_errors.append(exc)
@@ -286,6 +288,7 @@ class SparkEngine:
         records: Callable[[T], Iterable[tuple[SortKey, V]]],
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        work: Work[T] | None = None,
         spark_only: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """`repartitionAndSortWithinPartitions`: Spark spills what does not fit in memory."""

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pytest import approx
 
 from statectl.errors import FormatError
 from statectl.execution.engine import LocalEngine
@@ -88,10 +89,15 @@ def test_an_error_in_a_driver_task_is_raised_as_it_was() -> None:
 
 
 def test_spark_starts_when_the_work_left_would_outlast_its_start() -> None:
-    # 1 of 100 bytes in 0.1 s: 9.9 s to go alone. 90 of 100 in 1 s: 0.11 s to go.
-    assert _seconds_left(Progress(1, 4, 1, 100), 0.1) == pytest.approx(9.9)
-    assert _seconds_left(Progress(3, 4, 90, 100), 1.0) == pytest.approx(1 / 9)
-    assert _seconds_left(Progress(2, 4, 0, 0), 1.0) == pytest.approx(1.0)  # by files
+    nothing = Progress(0, 4, 0, 100)
+    # 1 of 100 bytes done in 0.1 s: 9.9 s to go alone. 90 of 100 in 1 s: 0.11 s to go.
+    assert _seconds_left(Progress(1, 4, 1, 100), Progress(1, 4, 1, 100), 0.1) == approx(9.9)
+    assert _seconds_left(Progress(3, 4, 90, 100), Progress(3, 4, 90, 100), 1) == approx(1 / 9)
+    # Tasks under way count half: 10 done and 30 under way in 1 s is 25 of 100.
+    assert _seconds_left(Progress(1, 4, 10, 100), Progress(4, 4, 40, 100), 1) == approx(3.0)
+    # Without bytes, by files: 2 of 4 in 1 s.
+    assert _seconds_left(Progress(2, 4, 0, 0), Progress(2, 4, 0, 0), 1) == approx(1.0)
+    assert _seconds_left(nothing, nothing, 1) == 0.0  # no pace yet
 
 
 def _records(source: int) -> Iterator[tuple[tuple[int, int, int], str]]:
@@ -147,4 +153,5 @@ while time.monotonic() < deadline:
         timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
-    assert done.stdout.split() == ["10", "0"], done.stderr  # the JVM niced, the driver not
+    jvm, driver = (int(nice) for nice in done.stdout.split())
+    assert jvm == min(19, driver + 10), done.stderr  # the JVM niced by 10, the driver not

@@ -343,7 +343,12 @@ def rekey(
             operators[n], partition - bases[n], chunks, output_url, storage_options
         )
 
+    def source_work(item: tuple[int, int, RekeyOperator, RekeySource]) -> tuple[int, int]:
+        return 0, item[3].size
+
     def reads_rows(item: tuple[int, int, RekeyOperator, RekeySource]) -> bool:
         return isinstance(item[3], NativeSource)  # RocksDB rows one by one: GIL-bound
 
-    return engine.sort_partitions(sources, records, bases[-1], write, spark_only=reads_rows)
+    return engine.sort_partitions(
+        sources, records, bases[-1], write, work=source_work, spark_only=reads_rows
+    )
