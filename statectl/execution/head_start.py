@@ -114,10 +114,12 @@ class HeadStartEngine:
             rest = sources[len(indexes) :]
             if not rest:
                 self.driver_tasks += partitions
-                return [
-                    write(n, cast(Shuffled[SortKey, V], spilled[n].records()))
-                    for n in range(partitions)
-                ]
+
+                def write_spilled(n: int) -> R:
+                    return write(n, cast(Shuffled[SortKey, V], spilled[n].records()))
+
+                with ThreadPoolExecutor(self.threads, thread_name_prefix="statectl-task") as pool:
+                    return list(pool.map(write_spilled, range(partitions)))
 
             def write_merged(n: int, shuffled: Shuffled[SortKey, V]) -> R:
                 return write(n, cast(Shuffled[SortKey, V], spilled[n].merged(shuffled)))
