@@ -1,8 +1,9 @@
 """The rescale driver: plan, run the tasks on an engine (Spark, or this process for
 `memory://`), assemble `_metadata`, publish.
 
-An embedded Spark (`local[...]`) gets a head start: the driver runs the first tasks itself while
-Spark starts, and Spark takes the rest when it is up (`execution.head_start`).
+An embedded Spark (`local[...]`) gets a head start: the driver runs the tasks itself, starts
+Spark only once the work left would outlast Spark's start, and Spark takes what is not yet begun
+when it is up (`execution.head_start`); tasks that move RocksDB rows always run on Spark.
 
 The output is self-contained: rescaled operators get new files, operators carried over get
 copies of theirs, and every file is referenced by a relative handle (code 6), so the new
