@@ -127,6 +127,10 @@ class DataReader:
         except FormatError as exc:
             raise FormatError(f"{exc.message} at offset {start}") from None
 
+    def slice(self, start: int, end: int) -> bytes:
+        """The bytes in [start, end) of the whole buffer (already read, typically)."""
+        return bytes(self._data[start:end])
+
     def read_rest(self) -> bytes:
         return self.read_bytes(self.remaining())
 

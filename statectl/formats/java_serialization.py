@@ -53,6 +53,9 @@ class ClassDesc:
 class JavaObject:
     class_name: str
     fields: dict[str, Any] = field(default_factory=dict)
+    # What a custom `writeObject` wrote after the fields (block data as bytes, then objects):
+    # an `ArrayList` keeps its elements here.
+    annotations: list[Any] = field(default_factory=list)
 
 
 def read_object_stream(data: bytes) -> list[Any]:
@@ -158,10 +161,12 @@ class _Parser:
             raise FormatError(f"Java serialization: unknown field type {code!r}")
         return code, name
 
-    def _annotations(self) -> None:
+    def _annotations(self) -> list[Any]:
+        contents = []
         while self.reader.fork().read_u8() != TC_ENDBLOCKDATA:
-            self.content()
+            contents.append(self.content())
         self.reader.read_u8()
+        return contents
 
     def _object(self) -> JavaObject:
         desc = self.class_desc()
@@ -176,7 +181,7 @@ class _Parser:
             for code, name in cls.fields:
                 obj.fields[name] = self._value(code)
             if cls.flags & SC_WRITE_METHOD:
-                self._annotations()
+                obj.annotations += self._annotations()
         return obj
 
     def _value(self, code: str) -> Any:

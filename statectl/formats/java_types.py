@@ -17,7 +17,7 @@ import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from statectl.errors import FormatError, UnsupportedError
 from statectl.formats.serializer_snapshots import ROW_LEGACY_MODE, SerializerSnapshot
@@ -499,6 +499,15 @@ class CompositeKey:
     user_key_bytes: bytes  # MAP state only
 
 
+class PartReader(Protocol):
+    """Reads one part of a composite key: a value codec, or a `KeyType`."""
+
+    @property
+    def fixed_length(self) -> int | None: ...
+
+    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]: ...
+
+
 _VALUE_KINDS = frozenset({"VALUE", "LIST", "REDUCING", "AGGREGATING", "FOLDING"})
 # Keyed state kinds whose entries have composite keys (key group, key, namespace, …).
 COMPOSITE_KEY_KINDS = _VALUE_KINDS | {"MAP", "TIMERS"}
@@ -507,8 +516,8 @@ COMPOSITE_KEY_KINDS = _VALUE_KINDS | {"MAP", "TIMERS"}
 def split_composite_key(
     data: Buffer,
     max_parallelism: int,
-    key_type: KeyType,
-    namespace: int | KeyType | None,
+    key_type: PartReader,
+    namespace: int | PartReader | None,
     kind: str,
 ) -> CompositeKey:
     """Split a state entry's key into key group, timestamp, key, namespace and user key.
@@ -554,20 +563,26 @@ def split_composite_key(
 
 
 def _namespace_end(
-    rest: memoryview, namespace: int | KeyType | None, fixed: int | None, kind: str, ambiguous: bool
+    rest: memoryview,
+    namespace: int | PartReader | None,
+    fixed: int | None,
+    kind: str,
+    ambiguous: bool,
 ) -> tuple[int, int]:
     """(namespace length, end including any length suffix) within `rest`."""
     if fixed is not None:
         if len(rest) < fixed:
             raise FormatError(f"key ends inside its {fixed}-byte namespace")
         return fixed, fixed
-    if isinstance(namespace, KeyType):
+    if namespace is not None and not isinstance(namespace, int):
         _, length = namespace.read(rest, 0)
         return length, length + (_suffix_length(rest, length, length) if ambiguous else 0)
     return _variable_namespace(rest, kind, ambiguous)
 
 
-def _split_timer(view: memoryview, prefix: int, key_group: int, key_type: KeyType) -> CompositeKey:
+def _split_timer(
+    view: memoryview, prefix: int, key_group: int, key_type: PartReader
+) -> CompositeKey:
     # TimerSerializer: i64 flipped timestamp, key, namespace — no length suffixes.
     if len(view) < prefix + 8:
         raise FormatError("timer key ends inside its timestamp")

@@ -131,9 +131,9 @@ def element_bytes(raw: Buffer, compressed: bool) -> bytes:
 
 
 class ValueReader(Protocol):
-    """Anything that reads one serialized value, e.g. a `java_types.KeyType`."""
+    """Anything that reads one serialized value: a value codec, a `java_types.KeyType`."""
 
-    def read(self, buf: Buffer, pos: int = 0) -> tuple[Any, int]: ...
+    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]: ...
 
 
 @dataclass(frozen=True, slots=True)

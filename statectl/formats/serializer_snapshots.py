@@ -14,13 +14,16 @@ always copied as bytes, so a snapshot parsed only in part costs nothing but deta
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from statectl.errors import FormatError
 from statectl.formats.java_io import DataReader, excerpt
 from statectl.formats.java_serialization import read_object
+from statectl.formats.logical_types import logical_type
 
 PROXY_VERSION = 2  # TypeSerializerSnapshotSerializationProxy.VERSION
 COMPOSITE_MAGIC = 911108  # CompositeTypeSerializerSnapshot.MAGIC_NUMBER
@@ -49,6 +52,13 @@ class SerializerSnapshot:
     type_name: str | None = None  # the class serialized: POJO, Kryo, Avro, tuple, enum, …
     field_names: tuple[str, ...] = ()  # POJO: the name of each `nested` entry
     parsed: bool = True  # False: the payload was skipped by scanning for what follows it
+    # What the payload says beyond its nested snapshots, for the value codecs: enum constants,
+    # POJO subclasses, Kryo registrations, the Avro schema, SQL types, precisions, padding.
+    params: tuple[tuple[str, Any], ...] = field(default=(), compare=False)
+    raw: bytes = field(default=b"", compare=False, repr=False)  # the versioned snapshot's bytes
+
+    def param(self, name: str, default: Any = None) -> Any:
+        return next((value for key, value in self.params if key == name), default)
 
     @property
     def complete(self) -> bool:
@@ -94,19 +104,21 @@ def read_serializer_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
 
 def read_versioned_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
     """`writeVersionedSnapshot`: utf class name, i32 version, class-specific payload."""
+    origin = r.pos
     class_name = r.read_utf()
     version = r.read_i32()
     start = r.pos
     if class_name in EMPTY_PAYLOAD:  # nothing to skip; whoever reads on checks what follows
-        return SerializerSnapshot(class_name, version)
+        return SerializerSnapshot(class_name, version, raw=r.slice(origin, r.pos))
     try:
         snapshot = _PAYLOADS.get(class_name, _generic_payload)(r, class_name, version, after)
         if after(r):
-            return snapshot
+            return dataclasses.replace(snapshot, raw=r.slice(origin, r.pos))
     except FormatError:
         pass
     r.pos = start
-    return _unknown_payload(r, class_name, version, after)
+    snapshot = _unknown_payload(r, class_name, version, after)
+    return dataclasses.replace(snapshot, raw=r.slice(origin, r.pos))
 
 
 def probe(check: Callable[[DataReader], bool]) -> Probe:
@@ -201,9 +213,10 @@ def _composite(
     nested magic is not where expected and the caller falls back to `_unknown_payload`.
     """
     r.read_i32()  # COMPOSITE_MAGIC, checked by the caller
-    r.read_i32()  # outer snapshot version
-    type_name = outer(r) if outer else None
-    return SerializerSnapshot(class_name, version, _nested(r, after), type_name)
+    outer_version = r.read_i32()
+    type_name, params = outer(r, outer_version) if outer else (None, ())
+    params = (*params, ("outer_version", outer_version))
+    return SerializerSnapshot(class_name, version, _nested(r, after), type_name, params=params)
 
 
 def _at_nested(r: DataReader) -> bool:
@@ -232,30 +245,41 @@ def _nested(r: DataReader, after: Probe) -> tuple[SerializerSnapshot, ...]:
     )
 
 
-# Outer payloads of composite snapshots (writeOuterSnapshot); each returns a type name or None.
-OuterPayload = Callable[[DataReader], str | None]
+# Outer payloads of composite snapshots (writeOuterSnapshot), given the outer version: a type
+# name (or None) and the parameters the value codecs need.
+Params = tuple[tuple[str, Any], ...]
+OuterPayload = Callable[[DataReader, int], tuple[str | None, Params]]
 
 
-def _utf_type(r: DataReader) -> str | None:
-    return r.read_utf()
+def _utf_type(r: DataReader, outer_version: int) -> tuple[str | None, Params]:
+    return r.read_utf(), ()
 
 
-def _int_padding(r: DataReader) -> str | None:
-    r.read_i32()  # NullableSerializer: null padding length
-    return None
+def _int_padding(r: DataReader, outer_version: int) -> tuple[str | None, Params]:
+    return None, (("padding", r.read_i32()),)  # NullableSerializer: null padding length
 
 
-def _bool_flag(r: DataReader) -> str | None:
-    r.read_bool()
-    return None
+def _bool_flag(r: DataReader, outer_version: int) -> tuple[str | None, Params]:
+    return None, (("flag", r.read_bool()),)
 
 
 ROW_LEGACY_MODE = "legacy mode"  # the type name of a RowSerializer snapshot without RowKind
+_ROW_KIND_FLAG_SINCE = 4  # RowSerializerSnapshot outer v4 writes supportsRowKind; v3 implies it
 
 
-def _row_kind_flag(r: DataReader) -> str | None:
+def _row_kind_flag(r: DataReader, outer_version: int) -> tuple[str | None, Params]:
     """RowSerializerSnapshot: supportsRowKind; false is the legacy (Flink < 1.11) layout."""
-    return None if r.read_bool() else ROW_LEGACY_MODE
+    if outer_version >= _ROW_KIND_FLAG_SINCE:
+        supports = r.read_bool()
+    else:
+        supports = outer_version == _ROW_KIND_FLAG_SINCE - 1
+    return (None if supports else ROW_LEGACY_MODE), ()
+
+
+def _external(r: DataReader, outer_version: int) -> tuple[str | None, Params]:
+    """ExternalSerializerSnapshot: the DataType (Java-serialized), isInternalInput."""
+    read_object(r)
+    return None, (("internal_input", r.read_bool()),)
 
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
@@ -302,13 +326,12 @@ EMPTY_PAYLOAD: frozenset[str] = frozenset(
 )
 
 
-def _table_ints(count: int) -> Payload:
-    """Table snapshots whose payload is a few ints (precision, length, arity)."""
+def _table_ints(*names: str) -> Payload:
+    """Table snapshots whose payload is a few ints (precision, scale, arity)."""
 
     def read(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
-        for _ in range(count):
-            r.read_i32()
-        return SerializerSnapshot(class_name, version)
+        params = tuple((name, r.read_i32()) for name in names)
+        return SerializerSnapshot(class_name, version, params=params)
 
     return read
 
@@ -321,6 +344,7 @@ _OUTER_PAYLOADS: dict[str, OuterPayload] = {
     "org.apache.flink.streaming.api.functions.sink.legacy.TwoPhaseCommitSinkFunction"
     "$StateSerializerSnapshot": _bool_flag,
     _TABLE + "typeutils.LinkedListSerializer$LinkedListSerializerSnapshot": _bool_flag,
+    _TABLE + "typeutils.ExternalSerializer$ExternalSerializerSnapshot": _external,
     "org.apache.flink.api.scala.typeutils.ScalaCaseClassSerializerSnapshot": _utf_type,
     # Composites with an empty outer payload need no entry: that is the default.
 }
@@ -345,31 +369,79 @@ COMPOSITES: frozenset[str] = frozenset(
         "org.apache.flink.streaming.api.operators.co.IntervalJoinOperator"
         "$BufferEntrySerializerSnapshot",
         _TABLE + "typeutils.RawValueDataSerializer$RawValueDataSerializerSnapshot",
-        _TABLE + "typeutils.ExternalSerializer$ExternalSerializerSnapshot",
         _TABLE + "typeutils.WindowKeySerializer$WindowKeySerializerSnapshot",
     ]
 )
 
 
+MISSING_FIELD = "missing-field-at-"  # PojoSerializerSnapshotData: a field no longer found
+
+
 def _pojo(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
-    """`PojoSerializerSnapshotData`: class, then field, registered and other subclass maps."""
+    """`PojoSerializerSnapshotData`: class, then the field map (name, declaring class, field
+    serializer), then the registered and the non-registered subclass maps (name, serializer).
+    `nested` holds the fields' snapshots; a field whose snapshot is absent (its class could not
+    be loaded when Flink wrote it) makes the snapshot incomplete."""
     type_name = r.read_utf()
     names: list[str] = []
     nested: list[SerializerSnapshot] = []
-    for _ in range(3):  # fields, registered subclasses, non-registered subclasses
-        for name, _key, value in _optional_map(r):
-            if value is not None:  # a snapshot whose class can no longer be loaded is absent
-                names.append(name)
-                nested.append(read_versioned_snapshot(DataReader(value), at_end))
-    return SerializerSnapshot(class_name, version, tuple(nested), type_name, tuple(names))
+    declaring: list[str | None] = []
+    complete = True
+    for name, key, value in _optional_map(r):
+        if value is None:
+            complete = False
+            continue
+        names.append(name)
+        nested.append(read_versioned_snapshot(DataReader(value), at_end))
+        declaring.append(DataReader(key).read_utf() if key else None)
+    subclasses = tuple(
+        tuple(
+            (name, read_versioned_snapshot(DataReader(value), at_end) if value else None)
+            for name, _key, value in _optional_map(r)
+        )
+        for _ in range(2)
+    )
+    params = (
+        ("declaring", tuple(declaring)),
+        ("registered", subclasses[0]),
+        ("nonregistered", subclasses[1]),
+        ("fields_complete", complete),
+    )
+    return SerializerSnapshot(
+        class_name, version, tuple(nested), type_name, tuple(names), params=params
+    )
+
+
+KRYO_CLASS, KRYO_INSTANCE = 1, 2  # KryoRegistration.SerializerDefinitionType CLASS, INSTANCE
 
 
 def _kryo(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
-    """`KryoSerializerSnapshotData`: class, registrations, default serializers (opaque frames)."""
+    """`KryoSerializerSnapshotData`: class, registrations (in id order: each class's name and
+    how it is serialized), default serializers and default serializer classes."""
     type_name = r.read_utf()
-    for _ in range(3):
-        _optional_map(r)
-    return SerializerSnapshot(class_name, version, type_name=type_name)
+    registrations = tuple(
+        (name, _kryo_registration(value)) for name, _key, value in _optional_map(r)
+    )
+    defaults = tuple(name for name, _key, _value in _optional_map(r))
+    default_classes = tuple(name for name, _key, _value in _optional_map(r))
+    params = (
+        ("registrations", registrations),
+        ("default_serializers", defaults + default_classes),
+    )
+    return SerializerSnapshot(class_name, version, type_name=type_name, params=params)
+
+
+def _kryo_registration(frame: bytes | None) -> str | None:
+    """A registration's serializer: a class name (CLASS), "instance" (INSTANCE), or None (Kryo's
+    default for the class, or a frame Flink could not write)."""
+    if frame is None:
+        return None
+    r = DataReader(frame)
+    r.read_utf()  # the registered class
+    kind = r.read_i32()
+    if kind == KRYO_CLASS:
+        return r.read_utf()
+    return "instance" if kind == KRYO_INSTANCE else None
 
 
 def _optional_map(r: DataReader) -> list[tuple[str, bytes | None, bytes | None]]:
@@ -387,11 +459,12 @@ def _frame(r: DataReader) -> bytes | None:
 def _avro(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
     """`AvroSerializerSnapshot`: v1 the schema; v2 the runtime class, then the schema."""
     if version <= 1:
-        r.read_utf()
-        return SerializerSnapshot(class_name, version)
+        return SerializerSnapshot(class_name, version, params=(("schema", r.read_utf()),))
     type_name = r.read_utf()
-    r.read_utf()  # schema JSON; later versions may differ, the caller's probe checks the end
-    return SerializerSnapshot(class_name, version, type_name=type_name)
+    schema = r.read_utf()  # later versions may differ: the caller's probe checks the end
+    return SerializerSnapshot(
+        class_name, version, type_name=type_name, params=(("schema", schema),)
+    )
 
 
 def _enum(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
@@ -402,9 +475,10 @@ def _enum(r: DataReader, class_name: str, version: int, after: Probe) -> Seriali
     if not 0 <= count <= 1 << 16:
         raise FormatError(f"implausible number of enum constants ({count})")
     r.check_count(count, "enum constant", at, _UTF_MIN)
-    for _ in range(count):
-        r.read_utf()
-    return SerializerSnapshot(class_name, version, type_name=type_name)
+    constants = tuple(r.read_utf() for _ in range(count))
+    return SerializerSnapshot(
+        class_name, version, type_name=type_name, params=(("constants", constants),)
+    )
 
 
 def _generic_type(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
@@ -414,23 +488,57 @@ def _generic_type(r: DataReader, class_name: str, version: int, after: Probe) ->
 
 def _ttl_aware(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
     """`TtlAwareSerializerSnapshot`: TTL flag, then the wrapped versioned snapshot."""
-    r.read_bool()
-    return SerializerSnapshot(class_name, version, (read_versioned_snapshot(r, after),))
+    enabled = r.read_bool()
+    inner = read_versioned_snapshot(r, after)
+    return SerializerSnapshot(class_name, version, (inner,), params=(("ttl", enabled),))
 
 
 def _row_data(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
     """`RowDataSerializerSnapshot`: arity, each field's LogicalType (Java serialization, one
     stream each), then the field serializers' snapshots (NestedSerializersSnapshotDelegate)."""
-    for _ in range(_nested_count(r, "row field", _JAVA_STREAM_MIN)):
-        read_object(r)
+    count = _nested_count(r, "row field", _JAVA_STREAM_MIN)
+    types = tuple(logical_type(read_object(r)) for _ in range(count))
+    return SerializerSnapshot(class_name, version, _nested(r, after), params=(("types", types),))
+
+
+def _array_data(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
+    """`ArrayDataSerializerSnapshot`: the element's LogicalType, then its serializer (both
+    Java-serialized; the layout follows from the type alone)."""
+    element = logical_type(read_object(r))
+    read_object(r)
+    return SerializerSnapshot(class_name, version, params=(("element_type", element),))
+
+
+def _map_data(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
+    """`MapDataSerializerSnapshot`: key and value LogicalTypes, then their serializers."""
+    key, value = logical_type(read_object(r)), logical_type(read_object(r))
+    read_object(r)
+    read_object(r)
+    return SerializerSnapshot(
+        class_name, version, params=(("key_type", key), ("value_type", value))
+    )
+
+
+def _sorted_map(r: DataReader, class_name: str, version: int, after: Probe) -> SerializerSnapshot:
+    """`SortedMapSerializerSnapshot`: the comparator (Java-serialized), then key and value."""
+    read_object(r)
     return SerializerSnapshot(class_name, version, _nested(r, after))
 
 
 _PAYLOADS: dict[str, Payload] = {
-    _TABLE + "typeutils.DecimalDataSerializer$DecimalSerializerSnapshot": _table_ints(2),
-    _TABLE + "typeutils.TimestampDataSerializer$TimestampDataSerializerSnapshot": _table_ints(1),
-    _TABLE + "typeutils.BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot": _table_ints(1),
+    _TABLE + "typeutils.DecimalDataSerializer$DecimalSerializerSnapshot": _table_ints(
+        "precision", "scale"
+    ),
+    _TABLE + "typeutils.TimestampDataSerializer$TimestampDataSerializerSnapshot": _table_ints(
+        "precision"
+    ),
+    _TABLE + "typeutils.BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot": _table_ints(
+        "arity"
+    ),
     _TABLE + "typeutils.RowDataSerializer$RowDataSerializerSnapshot": _row_data,
+    _TABLE + "typeutils.ArrayDataSerializer$ArrayDataSerializerSnapshot": _array_data,
+    _TABLE + "typeutils.MapDataSerializer$MapDataSerializerSnapshot": _map_data,
+    _TABLE + "typeutils.SortedMapSerializerSnapshot": _sorted_map,
     _RUNTIME + "PojoSerializerSnapshot": _pojo,
     _RUNTIME + "kryo.KryoSerializerSnapshot": _kryo,
     "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot": _avro,

@@ -1,21 +1,38 @@
-"""Decoding the values of state entries with the serializers their state header names.
+"""How one state's entries decode: its key, namespace, map user key and value codecs.
 
-Mirrors the byte layouts of Flink's base serializers (`LongSerializer`, `StringSerializer`, …,
-via `java_types.KEY_TYPES`), the keyed LIST value (`ListDelimitedSerializer`: elements joined by
-one `,` byte), the keyed MAP value (a null flag, then the user value) and broadcast/operator list
-elements (flink-savepoint-format.md §3.3, §4.6). Only base scalar types and LIST/MAP state of
-them are decoded; anything else (POJOs, Kryo, TTL wrappers, …) decodes to `UNKNOWN`.
+Keyed state (flink-savepoint-format.md §4.6, flink-state-values.md §6): VALUE, REDUCING and
+AGGREGATING values are one value of `VALUE_SERIALIZER`; LIST values are elements of the
+`ListSerializerSnapshot`'s element serializer joined by one `,` byte; MAP values are a null flag
+then the user value (`MapSerializerSnapshot`: user key, user value); timers have no value (their
+key serializer and namespace are the `TimerSerializerSnapshot`'s). TTL wraps the value, each LIST
+element and each MAP value (§5.1): their last-access times are read apart from the user value.
+Operator list elements are one value each; broadcast state is `i32 n, n × (key, value)`.
+
+Every part decodes to a value or, when statectl cannot read it, to `Raw` with the reason: a
+value that does not decode never stops a read.
 """
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
-from statectl.formats.java_types import KeyType, key_type_for_serializer
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
+from statectl.formats.values import (
+    Codec,
+    Context,
+    Raw,
+    RawCodec,
+    TtlCodec,
+    TtlValue,
+    codec_for,
+)
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Buffer = bytes | bytearray | memoryview
 
@@ -26,85 +43,187 @@ _BASE = "org.apache.flink.api.common.typeutils.base."
 LIST_SNAPSHOT = _BASE + "ListSerializerSnapshot"
 MAP_SNAPSHOT = _BASE + "MapSerializerSnapshot"
 TIMER_SNAPSHOT = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
-
-
-class _Unknown:
-    """Marker for a value whose serializer statectl does not decode."""
-
-    def __repr__(self) -> str:
-        return "UNKNOWN"
-
-
-UNKNOWN: Any = _Unknown()
-
-
-def scalar_type(snapshot: SerializerSnapshot | None) -> KeyType | None:
-    """The base type (String, Long, Integer, …) a serializer snapshot writes, if it is one."""
-    return key_type_for_serializer(snapshot.class_name) if snapshot else None
-
-
-def read_exactly(value_type: KeyType, data: Buffer) -> Any:
-    """One value that must fill `data` exactly."""
-    value, end = value_type.read(data, 0)
-    if end != len(data):
-        raise FormatError(f"{len(data) - end} unexpected bytes after a {value_type.name} value")
-    return value
-
-
-def _nested(snapshot: SerializerSnapshot | None, class_name: str, count: int) -> tuple[Any, ...]:
-    """The scalar types nested in a List/Map/Timer snapshot, or Nones."""
-    if snapshot is None or snapshot.class_name != class_name or len(snapshot.nested) != count:
-        return (None,) * count
-    return tuple(scalar_type(n) for n in snapshot.nested)
+# What goes wrong inside a codec on bytes it cannot read (they index and unpack freely).
+DECODE_ERRORS = (
+    FormatError,
+    IndexError,
+    struct.error,
+    ValueError,
+    UnicodeError,
+    OverflowError,
+    RecursionError,
+)
 
 
 @dataclass(frozen=True, slots=True)
+class Decoded:
+    """A stored value decoded: the user value (or `Raw`) and, with TTL, its last-access time
+    (one per element for a LIST)."""
+
+    value: Any
+    ttl_timestamp: int | list[int] | None = None
+
+    @property
+    def raw(self) -> bool:
+        return isinstance(self.value, Raw)
+
+
+def decode_with(codec: Codec | None, data: Buffer) -> Any:
+    """One value filling `data`, or `Raw` saying why not."""
+    if codec is None:
+        return Raw(bytes(data), "unknown", "no serializer")
+    if isinstance(codec, RawCodec):
+        return Raw(bytes(data), codec.type_class, codec.reason)
+    try:
+        return codec.decode(data)
+    except DECODE_ERRORS as exc:
+        return Raw(bytes(data), codec.type_class or codec.describe(), _reason(exc))
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, FormatError):
+        return exc.message
+    if isinstance(exc, RecursionError):
+        return "value nested too deeply"
+    return f"bytes do not match the serializer ({type(exc).__name__}: {exc})"
+
+
+def to_json(codec: Codec | None, value: Any) -> Any:
+    """The JSON form of a decoded part (None for `Raw`)."""
+    if value is None or isinstance(value, Raw) or codec is None:
+        return None
+    return codec.to_json(value)
+
+
+@dataclass(frozen=True)
 class StateCodec:
-    """How to decode one state's keys, map user keys and values (None: not decodable)."""
+    """How to decode one state's keys, namespaces, map user keys and values."""
 
     kind: str  # VALUE, LIST, MAP, REDUCING, AGGREGATING, TIMERS (keyed); LIST, UNION, BROADCAST
-    key: KeyType | None = None  # the key (keyed state) or the map key (broadcast state)
-    user_key: KeyType | None = None  # MAP state
-    value: KeyType | None = None  # the value, the list element or the map value
-    keyed: bool = True
+    keyed: bool
+    key: Codec | None = None  # the key (keyed state), or the map key (broadcast state)
+    namespace: Codec | None = None
+    user_key: Codec | None = None  # MAP state
+    value: Codec | None = None  # the value, the list element or the map value (TTL unwrapped)
+    ttl: bool = False
+
+    @property
+    def value_type(self) -> str:
+        """The value's Java type (or serializer), as `export` names it."""
+        if self.value is None:
+            return ""
+        return self.value.type_class or self.value.describe()
+
+    def describe(self) -> str:
+        """The state's type on one line, e.g. `MAP<STRING, BIGINT>, TTL`."""
+        if self.kind == "TIMERS":
+            return "TIMERS"
+        value = self.value.describe() if self.value else "?"
+        if (self.kind == "LIST" and self.keyed) or self.kind == "UNION":
+            value = f"LIST<{value}>"
+        if self.kind in ("MAP", "BROADCAST"):
+            key = self.user_key if self.kind == "MAP" else self.key
+            value = f"MAP<{key.describe() if key else '?'}, {value}>"
+        return value + (", TTL" if self.ttl else "")
+
+    def tree(self) -> dict[str, Any]:
+        tree: dict[str, Any] = {"kind": self.kind, "ttl": self.ttl}
+        for part in ("key", "namespace", "user_key", "value"):
+            codec = getattr(self, part)
+            if codec is not None:
+                tree[part] = codec.tree()
+        return tree
+
+    # --- decoding ---
 
     def decode_key(self, data: Buffer) -> Any:
-        return _decode(self.key, data)
+        return decode_with(self.key, data)
+
+    def decode_namespace(self, data: Buffer) -> Any:
+        return decode_with(self.namespace, data)
 
     def decode_user_key(self, data: Buffer) -> Any:
-        return _decode(self.user_key, data)
+        return decode_with(self.user_key, data)
 
-    def decode_value(self, data: Buffer) -> Any:
-        """A keyed entry's value, a list element or a broadcast map value, as stored."""
-        if self.value is None or self.kind == "TIMERS":  # timers have no value
-            return UNKNOWN
+    def decode_value(self, data: Buffer) -> Decoded:
+        """A keyed entry's stored value, an operator list element or a broadcast value."""
+        codec = self.value
+        if self.kind == "TIMERS":
+            return Decoded(None)
+        if codec is None or isinstance(codec, RawCodec):
+            return Decoded(decode_with(codec, data))
         try:
-            if self.kind == "LIST" and self.keyed:  # delimited elements
-                return split_list(self.value, data)
-            if self.kind == "MAP":
-                return map_value(self.value, data)
-            return read_exactly(self.value, data)
-        except FormatError:
-            return UNKNOWN
+            if self.kind == "LIST" and self.keyed:
+                return self._unwrap_list(split_list(codec, data))
+            if self.kind == "MAP" and self.keyed:
+                return self._unwrap(map_value(codec, data))
+            return self._unwrap(codec.decode(data))
+        except DECODE_ERRORS as exc:
+            return Decoded(Raw(bytes(data), self.value_type, _reason(exc)))
+
+    def _unwrap(self, value: Any) -> Decoded:
+        if isinstance(value, TtlValue):
+            return Decoded(value.value, value.timestamp)
+        return Decoded(value)
+
+    def _unwrap_list(self, elements: list[Any]) -> Decoded:
+        if not self.ttl:
+            return Decoded(elements)
+        return Decoded([e.value for e in elements], [e.timestamp for e in elements])
+
+    def json(self, part: str, value: Any) -> Any:
+        """The JSON form of a decoded `part` (key, namespace, user_key, value)."""
+        codec: Codec | None = getattr(self, part)
+        if part == "value" and isinstance(codec, TtlCodec):
+            codec = codec.user
+        if part == "value" and self.kind == "LIST" and self.keyed and isinstance(value, list):
+            return None if codec is None else [to_json(codec, v) for v in value]
+        return to_json(codec, value)
+
+    # --- the state's table ---
+
+    def user_value_codec(self) -> Codec | None:
+        codec = self.value
+        return codec.user if isinstance(codec, TtlCodec) else codec
+
+    def arrow_schema(self) -> pa.Schema:
+        """The columns of this state's table (docs/values.md)."""
+        import pyarrow as pa
+
+        def arrow(codec: Codec | None) -> pa.DataType:
+            return pa.binary() if codec is None else codec.arrow_type()
+
+        fields: list[pa.Field] = []
+        if not self.keyed:
+            if self.kind == "BROADCAST":
+                fields += [pa.field("key", arrow(self.key)), pa.field("value", arrow(self.value))]
+            else:
+                fields += [pa.field("subtask", pa.int32(), nullable=False)]
+                fields += [pa.field("value", arrow(self.user_value_codec()))]
+            return pa.schema(fields)
+        fields += [pa.field("key", arrow(self.key)), pa.field("namespace", arrow(self.namespace))]
+        if self.kind == "TIMERS":
+            return pa.schema([*fields, pa.field("timestamp", pa.int64())])
+        if self.kind == "MAP":
+            fields.append(pa.field("user_key", arrow(self.user_key)))
+        value = arrow(self.user_value_codec())
+        fields.append(pa.field("value", pa.list_(value) if self.kind == "LIST" else value))
+        if self.ttl:
+            ttl = pa.timestamp("ms", "UTC")
+            fields.append(pa.field("ttl_timestamp", pa.list_(ttl) if self.kind == "LIST" else ttl))
+        return pa.schema(fields)
 
 
-def _decode(value_type: KeyType | None, data: Buffer) -> Any:
-    if value_type is None:
-        return UNKNOWN
-    try:
-        return read_exactly(value_type, data)
-    except FormatError:
-        return UNKNOWN
-
-
-def split_list(element_type: KeyType, data: Buffer) -> list[Any]:
-    """A keyed LIST value: elements each followed by `,` except the last."""
+def split_list(element: Codec, data: Buffer) -> list[Any]:
+    """A keyed LIST value: elements each followed by `,` except the last (no escaping: read
+    each element, then expect the delimiter or the end)."""
     view = memoryview(data)
+    read = element.read
     elements: list[Any] = []
     pos = 0
     while pos < len(view):
-        element, pos = element_type.read(view, pos)
-        elements.append(element)
+        value, pos = read(view, pos)
+        elements.append(value)
         if pos < len(view):
             if view[pos] != LIST_DELIMITER:
                 raise FormatError(f"list element not followed by ',' at offset {pos}")
@@ -114,7 +233,16 @@ def split_list(element_type: KeyType, data: Buffer) -> list[Any]:
     return elements
 
 
-def map_value(value_type: KeyType, data: Buffer) -> Any:
+def join_list(element: Codec, values: list[Any]) -> bytes:
+    out = bytearray()
+    for i, value in enumerate(values):
+        if i:
+            out.append(LIST_DELIMITER)
+        element.write(value, out)
+    return bytes(out)
+
+
+def map_value(codec: Codec, data: Buffer) -> Any:
     """A keyed MAP entry's value: flag 0 then the value, or flag 1 (null)."""
     if not data:
         raise FormatError("map value without its null flag")
@@ -122,36 +250,68 @@ def map_value(value_type: KeyType, data: Buffer) -> Any:
         if len(data) != 1:
             raise FormatError("null map value followed by bytes")
         return None
-    return read_exactly(value_type, memoryview(data)[1:])
+    return codec.decode(memoryview(data)[1:])
 
 
-def keyed_codec(meta: StateMetaInfo, key_snapshot: SerializerSnapshot | None) -> StateCodec:
+# --- building a state's codec ------------------------------------------------------------------
+
+
+def _nested(snapshot: SerializerSnapshot | None, class_name: str, count: int) -> tuple[Any, ...]:
+    if snapshot is None or snapshot.class_name != class_name or len(snapshot.nested) != count:
+        return (None,) * count
+    return snapshot.nested
+
+
+def _codec(snapshot: SerializerSnapshot | None, context: Context) -> Codec:
+    return codec_for(snapshot, context)
+
+
+def keyed_codec(
+    meta: StateMetaInfo, key_snapshot: SerializerSnapshot | None, flink_major: int | None = None
+) -> StateCodec:
     """The codec of a keyed state from its meta info and the header's key serializer."""
-    key = scalar_type(key_snapshot)
+    context = Context(flink_major)
     kind = meta.kind
     serializer = meta.value_serializer
+    key = _codec(key_snapshot, context)
+    namespace = _codec(meta.namespace_serializer, context)
+    if kind == "TIMERS":
+        timer_key, timer_namespace = _nested(serializer, TIMER_SNAPSHOT, 2)
+        key = _codec(key_snapshot or timer_key, context)
+        return StateCodec(kind, True, key, _codec(timer_namespace, context))
     if kind == "LIST":
         (element,) = _nested(serializer, LIST_SNAPSHOT, 1)
-        return StateCodec(kind, key, None, element)
+        value = _codec(element, context)
+        return StateCodec(kind, True, key, namespace, None, value, isinstance(value, TtlCodec))
     if kind == "MAP":
-        user_key, value = _nested(serializer, MAP_SNAPSHOT, 2)
-        return StateCodec(kind, key, user_key, value)
-    if kind == "TIMERS":
-        timer_key, _ = _nested(serializer, TIMER_SNAPSHOT, 2)
-        return StateCodec(kind, key or timer_key)
-    return StateCodec(kind, key, None, scalar_type(serializer))
+        user_key, user_value = _nested(serializer, MAP_SNAPSHOT, 2)
+        value = _codec(user_value, context)
+        ttl = isinstance(value, TtlCodec)
+        return StateCodec(kind, True, key, namespace, _codec(user_key, context), value, ttl)
+    value = _codec(serializer, context)
+    return StateCodec(kind, True, key, namespace, None, value, isinstance(value, TtlCodec))
 
 
-def operator_codec(meta: StateMetaInfo | None, kind: str) -> StateCodec:
+def operator_codec(
+    meta: StateMetaInfo | None, kind: str, flink_major: int | None = None
+) -> StateCodec:
     """Operator list elements (LIST/UNION) or broadcast map entries (BROADCAST)."""
     if meta is None:
         return StateCodec(kind, keyed=False)
-    key = scalar_type(meta.key_serializer) if kind == "BROADCAST" else None
-    return StateCodec(kind, key, None, scalar_type(meta.value_serializer), keyed=False)
+    context = Context(flink_major)
+    key = _codec(meta.key_serializer, context) if kind == "BROADCAST" else None
+    return StateCodec(kind, False, key, None, None, _codec(meta.value_serializer, context))
+
+
+def flink_major(metadata_version: int) -> int:
+    """Which Flink wrote a savepoint, from its `_metadata` version: V3/V4 are 1.x, V5+ 2.x."""
+    return 1 if metadata_version <= 4 else 2
 
 
 def jsonable(value: Any) -> Any:
-    """A decoded value as JSON can hold it: NaN and infinities as strings (JSON has none)."""
+    """Bytes and floats of a raw part as JSON can hold them (diff examples of raw values)."""
+    if isinstance(value, Raw):
+        return f"hex:{value.data.hex()}"
     if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
         return "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, list):

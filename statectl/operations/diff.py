@@ -27,7 +27,8 @@ from statectl.execution.engine import Engine, LocalEngine
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import StateMetaInfo
-from statectl.formats.state_values import UNKNOWN, StateCodec, keyed_codec
+from statectl.formats.state_values import StateCodec, flink_major, keyed_codec
+from statectl.formats.values import Raw
 from statectl.savepoint import entries
 from statectl.savepoint.entries import KeyedEntry, KeyedSource, operator_label
 from statectl.savepoint.keyed import keyed_handle_bytes
@@ -176,11 +177,13 @@ class _Side:
         files = tuple(entries.keyed_files(sp, op))
         states: dict[str, StateMetaInfo] = {}
         codecs: dict[str, StateCodec] = {}
+        flink = flink_major(sp.metadata.version)
         for file in files:
             header = file.header()
             for state in header.states:
                 states.setdefault(state.name, state)
-                codecs.setdefault(state.name, keyed_codec(state, header.key_serializer_snapshot))
+                if state.name not in codecs:
+                    codecs[state.name] = keyed_codec(state, header.key_serializer_snapshot, flink)
         return _Side(op, files, states, codecs)
 
 
@@ -251,13 +254,13 @@ class _OperatorPair:
         parts = entries.split_key(entry, side.op.max_parallelism, codec)
         user_key = None
         if parts.user_key is not None:
-            user_key = _shown(codec.decode_user_key(parts.user_key), parts.user_key)
+            user_key = _shown(codec, "user_key", codec.decode_user_key(parts.user_key))
         value_codec_a = self.a.codecs.get(name, codec)
         value_codec_b = self.b.codecs.get(name, codec)
         return Example(
             record.change,
             record.key_group,
-            _shown(codec.decode_key(parts.key), parts.key),
+            _shown(codec, "key", codec.decode_key(parts.key)),
             user_key,
             parts.timestamp,
             _value(value_codec_a, record.value_a),
@@ -270,12 +273,14 @@ def _value(codec: StateCodec, data: bytes | None) -> Any:
         return None
     if codec.kind == "TIMERS":
         return None  # a timer is all key
-    return _shown(codec.decode_value(data), data)
+    return _shown(codec, "value", codec.decode_value(data).value)
 
 
-def _shown(value: Any, data: bytes) -> Any:
-    """A decoded value, or the bytes as hex when the serializer is not known."""
-    return f"hex:{bytes(data).hex()}" if value is UNKNOWN else value
+def _shown(codec: StateCodec, part: str, value: Any) -> Any:
+    """A decoded part in its JSON form, or its bytes as hex when it does not decode."""
+    if isinstance(value, Raw):
+        return f"hex:{value.data.hex()}"
+    return codec.json(part, value)
 
 
 # --- keyed state: digests, then the differing buckets ---------------------------------------
@@ -515,9 +520,9 @@ def _compare_list(
     if as_sets:
         count_a, count_b = Counter(set(count_a)), Counter(set(count_b))
     extra_a, extra_b = count_a - count_b, count_b - count_a
-    examples = [
-        Example("only_in_a", None, a=_shown(codec.decode_value(v), v)) for v in sorted(extra_a)
-    ] + [Example("only_in_b", None, b=_shown(codec.decode_value(v), v)) for v in sorted(extra_b)]
+    examples = [Example("only_in_a", None, a=_value(codec, v)) for v in sorted(extra_a)] + [
+        Example("only_in_b", None, b=_value(codec, v)) for v in sorted(extra_b)
+    ]
     entries_a, entries_b = sum(count_a.values()), sum(count_b.values())
     return _Compared(
         entries_a, entries_b, sum(extra_a.values()), sum(extra_b.values()), 0, examples
@@ -536,15 +541,15 @@ def _compare_broadcast(
     changed = sorted(k for k in set(map_a) & set(map_b) if map_a[k] != map_b[k])
 
     def example(change: str, key: bytes) -> Example:
-        shown_key = _shown(codec.decode_key(key), key) if codec.key else f"hex:{key.hex()}"
+        shown_key = _shown(codec, "key", codec.decode_key(key))
         a = map_a.get(key)
         b = map_b.get(key)
         return Example(
             change,
             None,
             shown_key,
-            a=None if a is None else _shown(codec.decode_value(a), a),
-            b=None if b is None else _shown(codec.decode_value(b), b),
+            a=_value(codec, a),
+            b=_value(codec, b),
         )
 
     examples = [example("only_in_a", k) for k in only_a]

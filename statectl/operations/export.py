@@ -1,8 +1,10 @@
 """`statectl export`: every state entry of a savepoint as one row of Parquet.
 
-Rows come from `entries` (CANONICAL keyed state, operator list and broadcast state), with the
-raw bytes of each part (§4.6: key, namespace, map user key; the stored value) and JSON columns
-decoding them where the serializers are base types (String, Long, …; list and map state of them).
+Rows come from `entries` (CANONICAL keyed state, RocksDB native rows, operator list and
+broadcast state), with the raw bytes of each part (§4.6: key, namespace, map user key; the
+stored value) and JSON columns decoding them through the value codecs (`state_values`, by the
+rules of docs/values.md). A part that does not decode has a null JSON column; the row's
+`raw_reason` says why and `value_type` names the value's type.
 
 One file: written in-process with pyarrow's ParquetWriter, a row group per batch (memory stays
 bounded), to a temporary sibling renamed into place at the end. A folder (OUT ends with `/`, or
@@ -27,7 +29,8 @@ import pyarrow.parquet as pq
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, LocalEngine
-from statectl.formats.state_values import UNKNOWN, StateCodec, jsonable
+from statectl.formats.state_values import Decoded, StateCodec
+from statectl.formats.values import Raw
 from statectl.savepoint import entries, writer
 from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
@@ -48,8 +51,12 @@ SCHEMA = pa.schema(
         pa.field("timestamp", pa.int64()),
         pa.field("value", pa.binary()),
         pa.field("key_json", pa.string()),
+        pa.field("namespace_json", pa.string()),
         pa.field("user_key_json", pa.string()),
         pa.field("value_json", pa.string()),
+        pa.field("ttl_timestamp_json", pa.string()),
+        pa.field("value_type", pa.string()),
+        pa.field("raw_reason", pa.string()),  # why a part stayed undecoded; null when none did
     ]
 )
 BATCH_ROWS = 65536
@@ -74,8 +81,12 @@ class Row(NamedTuple):
     timestamp: int | None
     value: bytes
     key_json: str | None
+    namespace_json: str | None
     user_key_json: str | None
     value_json: str | None
+    ttl_timestamp_json: str | None
+    value_type: str | None
+    raw_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,15 @@ class ExportReport:
     files: int
     engine: str
     states: dict[str, int] = field(default_factory=dict)  # "operator/state" -> rows
+    raw: dict[str, RawCount] = field(default_factory=dict)  # "operator/state" -> raw rows
+
+
+@dataclass(frozen=True)
+class RawCount:
+    """How many rows of a state kept an undecoded part, and the first one's reason."""
+
+    rows: int
+    first_reason: str
 
 
 # --- what to export --------------------------------------------------------------------------
@@ -137,24 +157,42 @@ def task_rows(task: ExportTask) -> Iterator[Row]:
         yield from _operator_rows(task.operator, task.state)
 
 
-def _json(value: Any) -> str | None:
-    if value is UNKNOWN:
-        return None
-    text = json.dumps(jsonable(value), ensure_ascii=False)
+def json_text(value: Any) -> str:
+    """JSON text of a value's JSON form (UTF-8; a Java string's lone surrogates as \\ud8xx)."""
+    text = json.dumps(value, ensure_ascii=False)
     if text.isascii():
         return text
     try:
         text.encode("utf-8")
-    except UnicodeEncodeError:  # a Java string may hold lone surrogates: keep them as \ud8xx
-        return json.dumps(jsonable(value))
+    except UnicodeEncodeError:
+        return json.dumps(value)
     return text
+
+
+class _Part(NamedTuple):
+    json: str | None
+    reason: str | None
+
+
+def _part(codec: StateCodec, part: str, decoded: Any) -> _Part:
+    if isinstance(decoded, Raw):
+        return _Part(None, f"{part}: {decoded.reason}")
+    return _Part(json_text(codec.json(part, decoded)), None)
+
+
+def _first(*reasons: str | None) -> str | None:
+    return next((r for r in reasons if r is not None), None)
+
+
+def _ttl_json(decoded: Decoded) -> str | None:
+    return None if decoded.ttl_timestamp is None else json.dumps(decoded.ttl_timestamp)
 
 
 def _keyed_rows(
     file: KeyedSource, key_groups: tuple[int, int] | None, state: str | None
 ) -> Iterator[Row]:
     header = file.header()
-    codecs = entries.codecs_for(header)
+    codecs = entries.codecs_for(header, file.flink_major)
     for entry in file.entries(key_groups, header):
         name = entry.state.name
         if state is not None and name != state:
@@ -165,7 +203,20 @@ def _keyed_rows(
         except StatectlError as exc:
             where = f"{file.description} (key group {entry.key_group}, state {name})"
             raise exc.with_source(where) from None
-        user_key = parts.user_key
+        key = _part(codec, "key", codec.decode_key(parts.key))
+        namespace = (
+            _Part(None, "namespace: not separable from the key")
+            if parts.namespace is None
+            else _part(codec, "namespace", codec.decode_namespace(parts.namespace))
+        )
+        user_key = (
+            _Part(None, None)
+            if parts.user_key is None
+            else _part(codec, "user_key", codec.decode_user_key(parts.user_key))
+        )
+        timers = entry.state.kind == "TIMERS"
+        decoded = Decoded(None) if timers else codec.decode_value(entry.value)
+        value = _Part(None, None) if timers else _part(codec, "value", decoded.value)
         yield Row(
             file.operator,
             file.operator_id,
@@ -176,12 +227,16 @@ def _keyed_rows(
             entry.key_group,
             parts.key,
             parts.namespace,
-            user_key,
+            parts.user_key,
             parts.timestamp,
             entry.value,
-            key_json=_json(codec.decode_key(parts.key)),
-            user_key_json=None if user_key is None else _json(codec.decode_user_key(user_key)),
-            value_json=_json(codec.decode_value(entry.value)),
+            key_json=key.json,
+            namespace_json=namespace.json,
+            user_key_json=user_key.json,
+            value_json=value.json,
+            ttl_timestamp_json=_ttl_json(decoded),
+            value_type=None if timers else codec.value_type,
+            raw_reason=_first(key.reason, namespace.reason, user_key.reason, value.reason),
         )
 
 
@@ -190,6 +245,12 @@ def _operator_rows(file: OperatorFile, state: str | None) -> Iterator[Row]:
         if state is not None and element.state != state:
             continue
         codec = entries.element_codec(element)
+        broadcast = element.kind == "BROADCAST"
+        value = (
+            _Part(None, "value: broadcast map not split")
+            if broadcast
+            else _part(codec, "value", codec.decode_value(element.value).value)
+        )
         row = Row(
             file.operator,
             file.operator_id,
@@ -204,41 +265,67 @@ def _operator_rows(file: OperatorFile, state: str | None) -> Iterator[Row]:
             timestamp=None,
             value=element.value,
             key_json=None,
+            namespace_json=None,
             user_key_json=None,
-            value_json=_value(codec, element),
+            value_json=value.json,
+            ttl_timestamp_json=None,
+            value_type=codec.value_type or None,
+            raw_reason=value.reason,
         )
-        pairs = entries.broadcast_entries(element) if element.kind == "BROADCAST" else None
+        pairs = entries.broadcast_entries(element) if broadcast else None
         if pairs is None:  # a list element, or a broadcast map we cannot split
             yield row
             continue
-        for key, value in pairs:
+        for key_bytes, value_bytes in pairs:
+            key = _part(codec, "key", codec.decode_key(key_bytes))
+            item = _part(codec, "value", codec.decode_value(value_bytes).value)
             yield row._replace(
-                key=key,
-                value=value,
-                key_json=_json(codec.decode_key(key)),
-                value_json=_json(codec.decode_value(value)),
+                key=key_bytes,
+                value=value_bytes,
+                key_json=key.json,
+                value_json=item.json,
+                raw_reason=_first(key.reason, item.reason),
             )
-
-
-def _value(codec: StateCodec, element: entries.OperatorElement) -> str | None:
-    return None if element.kind == "BROADCAST" else _json(codec.decode_value(element.value))
 
 
 # --- writing ---------------------------------------------------------------------------------
 
 
-def write_rows(rows: Iterator[Row], sink: Any) -> tuple[int, dict[str, int]]:
-    """Rows into one Parquet stream, a row group per batch; (rows, rows per operator/state)."""
+@dataclass
+class Tally:
+    """Rows per state, and those that kept a part undecoded (with the first reason)."""
+
+    rows: dict[str, int] = field(default_factory=dict)
+    raw: dict[str, RawCount] = field(default_factory=dict)
+
+    def count(self, row: Row) -> None:
+        label = f"{row.operator}/{row.state}"
+        self.rows[label] = self.rows.get(label, 0) + 1
+        if row.raw_reason is not None:
+            seen = self.raw.get(label)
+            first = seen.first_reason if seen else row.raw_reason
+            self.raw[label] = RawCount((seen.rows if seen else 0) + 1, first)
+
+    def add(self, other: Tally) -> None:
+        for label, rows in other.rows.items():
+            self.rows[label] = self.rows.get(label, 0) + rows
+        for label, raw in other.raw.items():
+            seen = self.raw.get(label)
+            first = seen.first_reason if seen else raw.first_reason
+            self.raw[label] = RawCount((seen.rows if seen else 0) + raw.rows, first)
+
+
+def write_rows(rows: Iterator[Row], sink: Any) -> tuple[int, Tally]:
+    """Rows into one Parquet stream, a row group per batch; (rows, the tally per state)."""
     total = 0
-    per_state: dict[str, int] = {}
+    tally = Tally()
     with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as parquet:
         batch: list[Row] = []
         size = 0
         for row in rows:
             batch.append(row)
             size += len(row.value) + len(row.key or b"") + 64
-            label = f"{row.operator}/{row.state}"
-            per_state[label] = per_state.get(label, 0) + 1
+            tally.count(row)
             if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
                 parquet.write_batch(_batch(batch))
                 total += len(batch)
@@ -246,7 +333,7 @@ def write_rows(rows: Iterator[Row], sink: Any) -> tuple[int, dict[str, int]]:
         if batch or total == 0:
             parquet.write_batch(_batch(batch))
             total += len(batch)
-    return total, per_state
+    return total, tally
 
 
 def _batch(rows: list[Row]) -> pa.RecordBatch:
@@ -260,7 +347,7 @@ def _batch(rows: list[Row]) -> pa.RecordBatch:
 class _PartResult:
     part: str
     rows: int
-    per_state: dict[str, int]
+    tally: Tally
 
 
 def write_part(
@@ -273,8 +360,8 @@ def write_part(
         return []
     target = locate(folder_url, storage_options).child(task.part)
     with target.fs.open(target.path, "wb") as sink:
-        count, per_state = write_rows(_chain(first, rows), sink)
-    return [_PartResult(task.part, count, per_state)]
+        count, tally = write_rows(_chain(first, rows), sink)
+    return [_PartResult(task.part, count, tally)]
 
 
 def _chain(first: Row, rest: Iterator[Row]) -> Iterator[Row]:
@@ -317,12 +404,12 @@ def _export_file(
         except OSError as exc:
             raise writer.unwritable(exc, target) from None
         with sink:
-            rows, per_state = write_rows((r for t in tasks for r in task_rows(t)), sink)
+            rows, tally = write_rows((r for t in tasks for r in task_rows(t)), sink)
         _replace(temp, target)
     except BaseException:
         _remove(temp)
         raise
-    return ExportReport(target.url, rows, 1, "local", per_state)
+    return ExportReport(target.url, rows, 1, "local", tally.rows, tally.raw)
 
 
 def _export_folder(
@@ -347,12 +434,12 @@ def _export_folder(
     except BaseException:
         writer.discard(staged)
         raise
-    per_state: dict[str, int] = {}
+    tally = Tally()
     for part in parts:
-        for label, count in part.per_state.items():
-            per_state[label] = per_state.get(label, 0) + count
+        tally.add(part.tally)
     rows = sum(p.rows for p in parts)
-    return ExportReport(staged.destination.url, rows, max(len(parts), 1), engine.name, per_state)
+    files = max(len(parts), 1)
+    return ExportReport(staged.destination.url, rows, files, engine.name, tally.rows, tally.raw)
 
 
 def _replace(source: Location, target: Location) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statectl.errors import SavepointError, StatectlError, one_line
+from statectl.errors import FormatError, SavepointError, StatectlError, one_line
 from statectl.formats import keyed_blocks, operator_state, snappy_framed, state_headers
 from statectl.formats.handles import (
     ChangelogByteIncrementHandle,
@@ -54,7 +54,9 @@ from statectl.formats.java_types import (
 )
 from statectl.formats.key_groups import check_max_parallelism, key_group_range
 from statectl.formats.metadata import OperatorState, SubtaskState
-from statectl.formats.state_values import StateCodec, read_exactly
+from statectl.formats.state_values import StateCodec
+from statectl.formats.values import Raw
+from statectl.formats.values.scalars import Scalar
 from statectl.savepoint import entries
 from statectl.savepoint.keyed import (
     block_spans,
@@ -724,9 +726,12 @@ def _check_element(element: entries.OperatorElement) -> None:
         operator_state.broadcast_entry_count(element.value)
         entries.broadcast_entries(element)
         return
-    element_type = entries.element_codec(element).value
-    if element_type is not None and element.value:
-        read_exactly(element_type, element.value)
+    codec = entries.element_codec(element)
+    if not isinstance(codec.value, Scalar) or not element.value:
+        return  # a richer value that does not decode stays raw: export reports it, no finding
+    decoded = codec.decode_value(element.value).value
+    if isinstance(decoded, Raw):
+        raise FormatError(decoded.reason)
 
 
 def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:

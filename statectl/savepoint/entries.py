@@ -23,13 +23,17 @@ from statectl.formats.handles import (
 from statectl.formats.java_types import (
     COMPOSITE_KEY_KINDS,
     key_group_prefix_bytes,
-    key_type_for_serializer,
-    namespace_length_for_serializer,
     split_composite_key,
 )
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
-from statectl.formats.state_values import TIMER_SNAPSHOT, StateCodec, keyed_codec, operator_codec
+from statectl.formats.state_values import (
+    StateCodec,
+    flink_major,
+    keyed_codec,
+    operator_codec,
+)
+from statectl.formats.values import RawCodec
 from statectl.savepoint import native
 from statectl.savepoint.keyed import batches, block_spans, canonical_header, iter_blocks
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
@@ -58,6 +62,7 @@ class _SubtaskKeyedState:
     operator: str  # `operator_label`
     subtask: int
     max_parallelism: int
+    flink_major: int  # 1 or 2: which Flink wrote it (Kryo 2 or 5)
 
 
 @dataclass(frozen=True)
@@ -151,7 +156,13 @@ def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedSource]:
     check_readable(op)
     files: list[KeyedSource] = []
     for subtask in sp.subtasks(op):
-        whose = (op.operator_id_hex, operator_label(op), subtask.index, op.max_parallelism)
+        whose = (
+            op.operator_id_hex,
+            operator_label(op),
+            subtask.index,
+            op.max_parallelism,
+            flink_major(sp.metadata.version),
+        )
         handle = subtask.managed_keyed_state
         if isinstance(handle, IncrementalKeyedHandle):
             where = f"operator {describe_operator(op)} subtask {subtask.index}"
@@ -201,30 +212,20 @@ class KeyParts:
 
 
 def split_key(entry: KeyedEntry, max_parallelism: int, codec: StateCodec) -> KeyParts:
-    """Split a keyed entry's composite key (§4.6); unknown key types split as far as possible."""
+    """Split a keyed entry's composite key (§4.6) with the state's key and namespace codecs;
+    a key no codec reads splits as far as the namespace's fixed length allows."""
     kind = entry.state.kind
-    namespace = _namespace_serializer(entry.state)
-    ns_length = namespace_length_for_serializer(namespace)
-    if codec.key is not None and kind in COMPOSITE_KEY_KINDS:
-        ns_type = key_type_for_serializer(namespace)
-        parts = split_composite_key(
-            entry.key, max_parallelism, codec.key, ns_length if ns_length else ns_type, kind
-        )
+    namespace = None if isinstance(codec.namespace, RawCodec) else codec.namespace
+    readable = codec.key is not None and not isinstance(codec.key, RawCodec)
+    if readable and kind in COMPOSITE_KEY_KINDS:
+        assert codec.key is not None
+        parts = split_composite_key(entry.key, max_parallelism, codec.key, namespace, kind)
         user_key = parts.user_key_bytes if kind == "MAP" else None
         return KeyParts(
             parts.key_group, parts.key_bytes, parts.namespace_bytes, user_key, parts.timestamp
         )
+    ns_length = namespace.fixed_length if namespace is not None else None
     return _split_unknown_key(entry, max_parallelism, ns_length)
-
-
-def _namespace_serializer(state: StateMetaInfo) -> str | None:
-    if state.kind == "TIMERS":
-        timer = state.value_serializer
-        if timer and timer.class_name == TIMER_SNAPSHOT and len(timer.nested) == 2:
-            return timer.nested[1].class_name
-        return None
-    snapshot = state.namespace_serializer
-    return snapshot.class_name if snapshot else None
 
 
 def _split_unknown_key(entry: KeyedEntry, max_parallelism: int, ns_length: int | None) -> KeyParts:
@@ -242,8 +243,9 @@ def _split_unknown_key(entry: KeyedEntry, max_parallelism: int, ns_length: int |
     return KeyParts(entry.key_group, rest, None, None, timestamp)
 
 
-def codecs_for(header: KeyedStateHeader) -> dict[str, StateCodec]:
-    return {s.name: keyed_codec(s, header.key_serializer_snapshot) for s in header.states}
+def codecs_for(header: KeyedStateHeader, flink: int | None = None) -> dict[str, StateCodec]:
+    """Each state's codec; `flink` is the writing Flink's major version (`flink_major`)."""
+    return {s.name: keyed_codec(s, header.key_serializer_snapshot, flink) for s in header.states}
 
 
 # --- operator state --------------------------------------------------------------------------
@@ -257,6 +259,7 @@ class OperatorElement:
     value: bytes  # a list element, or a broadcast state's whole map
     meta: StateMetaInfo | None  # from the file's header, when it parses
     source: str  # the file it was read from, for errors found while decoding it
+    flink_major: int | None = None  # which Flink wrote it (Kryo 2 or 5)
 
 
 @dataclass(frozen=True)
@@ -268,6 +271,7 @@ class OperatorFile:
     subtask: int
     handle: OperatorStateHandle
     stream: StateStream
+    flink_major: int | None = None
 
     def elements(self) -> Iterator[OperatorElement]:
         """Every list element and broadcast map of the file, state by state."""
@@ -283,7 +287,13 @@ class OperatorFile:
                     value = operator_state.element_bytes(data[start:end], layout.compressed)
                     meta = metas.get(state.name)
                     yield OperatorElement(
-                        state.name, kind, self.subtask, value, meta, stream.description
+                        state.name,
+                        kind,
+                        self.subtask,
+                        value,
+                        meta,
+                        stream.description,
+                        self.flink_major,
                     )
         except StatectlError as exc:
             raise exc.with_source(stream.description) from None
@@ -310,7 +320,14 @@ def operator_files(sp: Savepoint, op: OperatorState) -> list[OperatorFile]:
         if handle is not None and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
             files.append(
-                OperatorFile(op.operator_id_hex, operator_label(op), subtask.index, handle, stream)
+                OperatorFile(
+                    op.operator_id_hex,
+                    operator_label(op),
+                    subtask.index,
+                    handle,
+                    stream,
+                    flink_major(sp.metadata.version),
+                )
             )
     return files
 
@@ -323,8 +340,10 @@ def iter_operator_elements(sp: Savepoint, op: OperatorState) -> Iterator[Operato
 
 def broadcast_entries(element: OperatorElement) -> list[tuple[bytes, bytes]] | None:
     """A broadcast map's (key, value) bytes, or None when its serializers are not known."""
-    codec = operator_codec(element.meta, element.kind)
+    codec = element_codec(element)
     if codec.key is None or codec.value is None:
+        return None
+    if isinstance(codec.key, RawCodec) or isinstance(codec.value, RawCodec):
         return None
     try:
         return operator_state.split_broadcast_entries(element.value, codec.key, codec.value)
@@ -333,4 +352,4 @@ def broadcast_entries(element: OperatorElement) -> list[tuple[bytes, bytes]] | N
 
 
 def element_codec(element: OperatorElement) -> StateCodec:
-    return operator_codec(element.meta, element.kind)
+    return operator_codec(element.meta, element.kind, element.flink_major)

@@ -8,23 +8,22 @@ import struct
 import pytest
 
 from statectl.errors import FormatError
-from statectl.formats.java_types import KEY_TYPES, write_java_string
+from statectl.formats.java_types import write_java_string
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import (
     LIST_SNAPSHOT,
     MAP_SNAPSHOT,
-    UNKNOWN,
     jsonable,
     keyed_codec,
     map_value,
     operator_codec,
     split_list,
 )
+from statectl.formats.values import Raw
+from statectl.formats.values.scalars import LONG
 
 BASE = "org.apache.flink.api.common.typeutils.base."
-LONG = KEY_TYPES[BASE + "LongSerializer"]
-STRING = KEY_TYPES[BASE + "StringSerializer"]
 
 
 def snapshot(name: str, *nested: SerializerSnapshot) -> SerializerSnapshot:
@@ -64,22 +63,24 @@ def test_codecs_from_header_snapshots() -> None:
     key = simple("String")
     lst = keyed_codec(meta("LIST", snapshot(LIST_SNAPSHOT, simple("Long"))), key)
     assert lst.decode_key(write_java_string("k29")) == "k29"
-    assert lst.decode_value(long_bytes(1) + b"," + long_bytes(2)) == [1, 2]
+    assert lst.decode_value(long_bytes(1) + b"," + long_bytes(2)).value == [1, 2]
     mp = keyed_codec(meta("MAP", snapshot(MAP_SNAPSHOT, simple("String"), simple("Double"))), key)
     assert mp.decode_user_key(write_java_string("γάμμα")) == "γάμμα"
-    assert mp.decode_value(b"\x00" + struct.pack(">d", 2.5)) == 2.5
+    assert mp.decode_value(b"\x00" + struct.pack(">d", 2.5)).value == 2.5
     value = keyed_codec(meta("VALUE", simple("Int")), key)
-    assert value.decode_value(b"\xff\xff\xff\xfe") == -2
-    assert value.decode_value(b"\x00\x00\x00") is UNKNOWN  # cut short: not decodable
-    pojo = keyed_codec(meta("VALUE", snapshot("x.PojoSerializerSnapshot")), key)
-    assert pojo.decode_value(b"\x01") is UNKNOWN
+    assert value.decode_value(b"\xff\xff\xff\xfe").value == -2
+    cut = value.decode_value(b"\x00\x00\x00").value  # cut short: stays raw, with the reason
+    assert isinstance(cut, Raw) and cut.data == b"\x00\x00\x00" and "error" in cut.reason
+    unknown = keyed_codec(meta("VALUE", snapshot("x.UnknownSerializerSnapshot")), key)
+    raw = unknown.decode_value(b"\x01").value
+    assert isinstance(raw, Raw) and raw.reason == "no decoder for x.UnknownSerializerSnapshot"
 
 
 def test_operator_list_elements_are_single_values() -> None:
     info = StateMetaInfo("split", "OPERATOR", {}, {"VALUE_SERIALIZER": simple("Long")})
     codec = operator_codec(info, "LIST")
-    assert codec.decode_value(long_bytes(1000)) == 1000
-    assert operator_codec(None, "UNION").decode_value(long_bytes(1)) is UNKNOWN
+    assert codec.decode_value(long_bytes(1000)).value == 1000
+    assert isinstance(operator_codec(None, "UNION").decode_value(long_bytes(1)).value, Raw)
 
 
 def test_jsonable() -> None:

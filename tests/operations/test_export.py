@@ -189,7 +189,7 @@ def test_output_inside_the_savepoint_is_refused(tmp_path: Path) -> None:
 def test_lone_surrogates_of_java_strings_stay_valid_json() -> None:
     """Java strings may hold unpaired surrogates, which UTF-8 (and Parquet) cannot: the JSON
     column escapes them, and reads back as the same string."""
-    from statectl.operations.export import _json
+    from statectl.operations.export import json_text as _json
 
     text = _json("a\ud800é")
     assert text == '"a\\ud800\\u00e9"'

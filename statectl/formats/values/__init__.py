@@ -1,0 +1,32 @@
+"""Value codecs: bytes ⇄ values for every serializer family statectl reads (docs/values.md).
+
+`codec_for(snapshot)` finds a codec by the snapshot's class name; importing this package
+registers every family (one module each).
+"""
+
+from statectl.formats.values import composites, pojo, scalars  # noqa: F401  (registration)
+from statectl.formats.values.composites import TtlCodec
+from statectl.formats.values.model import (
+    Codec,
+    Context,
+    Raw,
+    RawCodec,
+    TtlValue,
+    Undecodable,
+    codec_for,
+    register,
+    registered,
+)
+
+__all__ = [
+    "Codec",
+    "Context",
+    "Raw",
+    "RawCodec",
+    "TtlCodec",
+    "TtlValue",
+    "Undecodable",
+    "codec_for",
+    "register",
+    "registered",
+]

@@ -1,0 +1,198 @@
+"""The value type model: one codec per serializer, found by its snapshot's class name.
+
+A `Codec` reads and writes the bytes one Flink serializer writes, and says what its values are:
+an Arrow type, a JSON form, a one-line description and a type tree. Codecs compose through
+nested snapshots: a `ListSerializerSnapshot`'s codec holds its element's codec, a POJO's the
+codec of every field. Each serializer family registers its factories in its own module
+(`register`), keyed by the snapshot class names it reads (flink-state-values.md §1.6).
+
+Decoded values are plain Python: int, float, bool, str, bytes, `Decimal`, lists, dicts (POJO,
+Tuple and Row fields by name), lists of `(key, value)` pairs (maps); dates and times as integers
+in the unit of their Arrow type. A value no codec reads stays `Raw`: its bytes and the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from statectl.errors import FormatError
+from statectl.formats.serializer_snapshots import SerializerSnapshot
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+MAX_DEPTH = 48  # nested serializers; Flink's own types rarely nest beyond ten
+
+
+class Undecodable(FormatError):
+    """A serializer (or one nested in it) whose bytes statectl cannot read."""
+
+
+@dataclass(frozen=True, slots=True)
+class Raw:
+    """An entry's bytes that stay undecoded, with the serializer's type and the reason."""
+
+    data: bytes
+    type_class: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class TtlValue:
+    """`TtlValue`: the user value and its last-access time (epoch ms)."""
+
+    timestamp: int
+    value: Any
+
+
+class Codec:
+    """Reads and writes one serializer's values, and says what they are."""
+
+    __slots__ = ()
+    # Bytes per value when every value takes the same (TypeSerializer.getLength), else None.
+    fixed_length: int | None = None
+    # The Java class (or serializer) the codec stands for, shown for raw values.
+    type_class: str = ""
+
+    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
+        """The value serialized at `pos` and the position after it."""
+        raise NotImplementedError
+
+    def write(self, value: Any, out: bytearray) -> None:
+        """Append `value` as the serializer writes it."""
+        raise NotImplementedError
+
+    def arrow_type(self) -> pa.DataType:
+        raise NotImplementedError
+
+    def to_arrow(self, value: Any) -> Any:
+        """The value as pyarrow takes it for `arrow_type()` (most are already)."""
+        return value
+
+    def to_json(self, value: Any) -> Any:
+        """The value as JSON holds it, by the rules of docs/values.md."""
+        return value
+
+    def describe(self) -> str:
+        """One readable line: `BIGINT`, `POJO com.acme.Order{id BIGINT, …}`."""
+        raise NotImplementedError
+
+    def tree(self) -> dict[str, Any]:
+        """The type as a JSON tree (`inspect --json`)."""
+        return {"type": self.describe()}
+
+    def decode(self, data: bytes | bytearray | memoryview) -> Any:
+        """One value that fills `data` exactly."""
+        view = memoryview(data)
+        value, end = self.read(view, 0)
+        if end != len(view):
+            raise FormatError(f"{len(view) - end} unexpected bytes after a {self.describe()} value")
+        return value
+
+    def encode(self, value: Any) -> bytes:
+        out = bytearray()
+        self.write(value, out)
+        return bytes(out)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.describe()}>"
+
+
+class RawCodec(Codec):
+    """A serializer statectl does not read: its values stay bytes, with the reason."""
+
+    __slots__ = ("reason", "type_class")
+
+    def __init__(self, type_class: str, reason: str) -> None:
+        self.type_class = type_class
+        self.reason = reason
+
+    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
+        raise Undecodable(self.reason)
+
+    def write(self, value: Any, out: bytearray) -> None:
+        if not isinstance(value, Raw):
+            raise Undecodable(self.reason)
+        out += value.data
+
+    def arrow_type(self) -> pa.DataType:
+        import pyarrow as pa
+
+        return pa.binary()
+
+    def to_arrow(self, value: Any) -> Any:
+        return value.data if isinstance(value, Raw) else value
+
+    def to_json(self, value: Any) -> Any:
+        return None
+
+    def describe(self) -> str:
+        return f"RAW({short_class(self.type_class)})"
+
+    def tree(self) -> dict[str, Any]:
+        return {"type": "RAW", "class": self.type_class, "reason": self.reason}
+
+
+def short_class(name: str) -> str:
+    """`com.acme.Order` from `com.acme.Order`, `…Serializer$Snapshot` to `Serializer`."""
+    return name.rsplit(".", 1)[-1].split("$", 1)[0] if "$" in name.rsplit(".", 1)[-1] else name
+
+
+# --- registry ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What a codec factory may need beyond the snapshot: who wrote the savepoint, how deep."""
+
+    flink_major: int | None = None  # 1 or 2 (Kryo 2 or 5), from the `_metadata` version
+    depth: int = 0
+
+    def codec(self, snapshot: SerializerSnapshot | None) -> Codec:
+        """The codec of a nested snapshot; `Undecodable` when it cannot be read."""
+        codec = codec_for(snapshot, Context(self.flink_major, self.depth + 1))
+        if isinstance(codec, RawCodec):
+            raise Undecodable(codec.reason)
+        return codec
+
+
+Factory = Callable[[SerializerSnapshot, Context], Codec]
+_REGISTRY: dict[str, Factory] = {}
+
+
+def register(*class_names: str) -> Callable[[Factory], Factory]:
+    """Register a codec factory for snapshots of these classes."""
+
+    def add(factory: Factory) -> Factory:
+        for name in class_names:
+            _REGISTRY[name] = factory
+        return factory
+
+    return add
+
+
+def registered(class_name: str) -> bool:
+    return class_name in _REGISTRY
+
+
+def codec_for(snapshot: SerializerSnapshot | None, context: Context | None = None) -> Codec:
+    """The codec of a serializer snapshot; a `RawCodec` saying why when there is none."""
+    context = context or Context()
+    if snapshot is None:
+        return RawCodec("unknown", "no serializer snapshot")
+    name = snapshot.type_name or snapshot.class_name
+    if context.depth > MAX_DEPTH:
+        return RawCodec(name, f"serializers nested more than {MAX_DEPTH} deep")
+    if not snapshot.parsed:
+        return RawCodec(name, f"snapshot of {short_class(snapshot.class_name)} not understood")
+    factory = _REGISTRY.get(snapshot.class_name)
+    if factory is None:
+        return RawCodec(name, f"no decoder for {short_class(snapshot.class_name)}")
+    try:
+        return factory(snapshot, context)
+    except Undecodable as exc:
+        return RawCodec(name, exc.message)
+    except FormatError as exc:
+        return RawCodec(name, f"malformed snapshot of {short_class(snapshot.class_name)}: {exc}")
