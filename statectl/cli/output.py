@@ -228,11 +228,13 @@ def _operator_json(op: OperatorSummary, deep: bool) -> dict[str, Any]:
 
 
 def _state_json(state: StateSummary, deep: bool) -> dict[str, Any]:
-    entry = _pick(state, "name", "scope", "kind", "mode")
+    entry = _pick(state, "name", "scope", "kind", "mode", "type", "type_tree")
     if state.scope == "operator":
         entry["elements"] = state.elements
     elif deep:  # keyed entries are counted only by walking the blocks
         entry["entries"] = state.entries
+    if deep:  # values are decoded only with --deep
+        entry.update(_pick(state, "raw", "raw_reason"))
     return entry
 
 
@@ -303,11 +305,24 @@ def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
     table = Table(title=title, title_justify="left")
     for column in ("state", "scope", "kind", "mode"):
         table.add_column(column)
+    table.add_column("type", overflow="fold")
     table.add_column("entries" if deep else "elements", justify="right")
+    if deep:
+        table.add_column("raw", justify="right")
     for s in op.states:
         count = s.elements if s.scope == "operator" else s.entries
-        table.add_row(s.name, s.scope, s.kind, s.mode or "-", "-" if count is None else str(count))
+        cells = [s.name, s.scope, s.kind, s.mode or "-", s.type or "?"]
+        cells.append("-" if count is None else str(count))
+        if deep:
+            cells.append(_raw_cell(s))
+        table.add_row(*cells)
     return table
+
+
+def _raw_cell(state: StateSummary) -> str:
+    if not state.raw:
+        return "0"
+    return f"{state.raw} ({state.raw_reason})" if state.raw_reason else str(state.raw)
 
 
 def _subtasks_table(op: OperatorSummary) -> Table:

@@ -203,7 +203,17 @@ def _read_string(view: memoryview, pos: int) -> tuple[str | None, int]:
     length, pos = _read_varint(view, pos)
     if length == 0:
         return None, pos
-    count = length - 1
+    return read_utf16_varints(view, pos, length - 1)
+
+
+def read_string_value(view: memoryview, pos: int) -> tuple[str, int]:
+    """`StringValue.write`: like `writeString`, but its length is not shifted by one for null."""
+    count, pos = _read_varint(view, pos)
+    return read_utf16_varints(view, pos, count)
+
+
+def read_utf16_varints(view: memoryview, pos: int, count: int) -> tuple[str, int]:
+    """`count` UTF-16 units, each a varint (one byte when ASCII)."""
     if count > len(view) - pos:  # each UTF-16 unit takes at least one byte
         raise ValueError(f"string of {count} characters runs past the end ({len(view) - pos} left)")
     ascii_run = bytes(view[pos : pos + count])
@@ -222,10 +232,19 @@ def write_java_string(text: str | None) -> bytes:
     """`StringValue.writeString`."""
     if text is None:
         return b"\x00"
+    return _write_utf16_varints(text, shift=1)
+
+
+def write_string_value(text: str) -> bytes:
+    """`StringValue.write`."""
+    return _write_utf16_varints(text, shift=0)
+
+
+def _write_utf16_varints(text: str, shift: int) -> bytes:
     if text.isascii():
-        return _varint(len(text) + 1) + text.encode("ascii")
+        return _varint(len(text) + shift) + text.encode("ascii")
     units = text.encode("utf-16-be", "surrogatepass")
-    out = bytearray(_varint(len(units) // 2 + 1))
+    out = bytearray(_varint(len(units) // 2 + shift))
     for (unit,) in struct.iter_unpack(">H", units):
         out += _varint(unit)
     return bytes(out)

@@ -176,8 +176,11 @@ def split_broadcast_entries(
     entries = []
     pos = 4
     for _ in range(count):
-        _, key_end = key_reader.read(view, pos)
-        _, value_end = value_reader.read(view, key_end)
+        try:
+            _, key_end = key_reader.read(view, pos)
+            _, value_end = value_reader.read(view, key_end)
+        except (IndexError, struct.error, ValueError, UnicodeError, OverflowError) as exc:
+            raise FormatError(f"broadcast state entry at offset {pos} is corrupt: {exc}") from None
         if value_end > len(view):
             raise FormatError(f"broadcast state entry at offset {pos} runs past the map's end")
         entries.append((bytes(view[pos:key_end]), bytes(view[key_end:value_end])))

@@ -1,13 +1,15 @@
 """What is in a savepoint, as plain data: the model behind `statectl inspect`.
 
-Operators, their states (from the serializer-proxy headers of the state files, §3.1, §4.2),
-per-subtask key-group ranges and bytes, and with `deep` the entries per keyed state.
+Operators, their states (from the serializer-proxy headers of the state files, §3.1, §4.2) with
+each state's type as the value codecs read it, per-subtask key-group ranges and bytes, and with
+`deep` the entries per keyed state and how many entries of each state stay raw.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from statectl.errors import StatectlError
 from statectl.formats import java_types, keyed_blocks
@@ -20,6 +22,8 @@ from statectl.formats.handles import (
 )
 from statectl.formats.metadata import OperatorState, SubtaskState, snapshot_kind
 from statectl.formats.state_headers import KeyedStateHeader
+from statectl.formats.state_values import StateCodec, flink_major, keyed_codec, operator_codec
+from statectl.savepoint import entries as state_entries
 from statectl.savepoint import native
 from statectl.savepoint.keyed import (
     block_spans,
@@ -39,6 +43,10 @@ class StateSummary:
     mode: str | None  # operator state: SPLIT_DISTRIBUTE | UNION | BROADCAST
     entries: int | None = None  # keyed state with --deep: entries in key-group blocks
     elements: int | None = None  # operator state: list elements or broadcast maps
+    type: str | None = None  # the value's type on one line, e.g. `MAP<STRING, BIGINT>, TTL`
+    type_tree: dict[str, Any] | None = None  # key, namespace, user key and value types
+    raw: int | None = None  # --deep: entries (or elements) with a part that stays undecoded
+    raw_reason: str | None = None  # --deep: why the first of them does
 
 
 @dataclass(frozen=True)
@@ -115,6 +123,9 @@ def summarize(sp: Savepoint, operator: str | None = None, deep: bool = False) ->
 def summarize_operator(sp: Savepoint, op: OperatorState, deep: bool) -> OperatorSummary:
     subtasks = op.subtasks or ()
     keyed = _keyed_states(sp, subtasks, deep, op.max_parallelism)
+    states = keyed.states + _operator_states(sp, op, subtasks)
+    if deep:
+        states = _with_raw_counts(sp, op, states)
     return OperatorSummary(
         id=op.operator_id_hex,
         uid=op.uid,
@@ -123,7 +134,7 @@ def summarize_operator(sp: Savepoint, op: OperatorState, deep: bool) -> Operator
         max_parallelism=op.max_parallelism,
         finished=op.subtasks is None,
         coordinator_bytes=stream_size(op.coordinator_state),
-        states=keyed.states + _operator_states(subtasks),
+        states=states,
         subtasks=tuple(_subtask_summary(sp, s) for s in subtasks),
         key_serializer=keyed.key_serializer,
     )
@@ -178,8 +189,10 @@ def _keyed_states(
     sp: Savepoint, subtasks: tuple[SubtaskState, ...], deep: bool, max_parallelism: int
 ) -> _KeyedStates:
     kinds: dict[str, str] = {}
+    codecs: dict[str, StateCodec] = {}
     entries: Counter[str] = Counter()
     key_serializer = None
+    flink = flink_major(sp.metadata.version)
     for subtask in subtasks:
         handle = subtask.managed_keyed_state
         header = keyed_header(sp, handle) if handle is not None else None
@@ -188,6 +201,8 @@ def _keyed_states(
         key_serializer = key_serializer or header.key_serializer
         for state in header.states:
             kinds.setdefault(state.name, state.kind)
+            if state.name not in codecs:
+                codecs[state.name] = keyed_codec(state, header.key_serializer_snapshot, flink)
         if deep and isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             entries.update(_count_canonical_entries(sp.stream(handle.delegate), handle, header))
         elif deep and isinstance(handle, IncrementalKeyedHandle):
@@ -195,10 +210,38 @@ def _keyed_states(
             prefix_bytes = java_types.key_group_prefix_bytes(max_parallelism)
             entries.update(native.count_entries(instance, prefix_bytes))
     states = tuple(
-        StateSummary(name, "keyed", kind, None, entries.get(name, 0) if deep else None)
+        _typed(
+            StateSummary(name, "keyed", kind, None, entries.get(name, 0) if deep else None),
+            codecs.get(name),
+        )
         for name, kind in kinds.items()
     )
     return _KeyedStates(states, key_serializer)
+
+
+def _typed(state: StateSummary, codec: StateCodec | None) -> StateSummary:
+    if codec is None:
+        return state
+    return replace(state, type=codec.describe(), type_tree=codec.tree())
+
+
+def _with_raw_counts(
+    sp: Savepoint, op: OperatorState, states: tuple[StateSummary, ...]
+) -> tuple[StateSummary, ...]:
+    """Each state's entries that keep a part undecoded, read as `export` reads them."""
+    from statectl.operations.export import Tally, plan_export, task_rows
+
+    tally = Tally()
+    for task in plan_export(sp, op.operator_id_hex):
+        for row in task_rows(task):
+            tally.count(row)
+    label = state_entries.operator_label(op)
+    counted = []
+    for state in states:
+        raw = tally.raw.get(f"{label}/{state.name}")
+        reason = raw.first_reason if raw else None
+        counted.append(replace(state, raw=raw.rows if raw else 0, raw_reason=reason))
+    return tuple(counted)
 
 
 def _count_canonical_entries(
@@ -219,7 +262,9 @@ def _count_canonical_entries(
 # --- operator states ---------------------------------------------------------------------
 
 
-def _operator_states(subtasks: tuple[SubtaskState, ...]) -> tuple[StateSummary, ...]:
+def _operator_states(
+    sp: Savepoint, op: OperatorState, subtasks: tuple[SubtaskState, ...]
+) -> tuple[StateSummary, ...]:
     modes: dict[str, DistributionMode] = {}
     elements: Counter[str] = Counter()
     for subtask in subtasks:
@@ -227,16 +272,51 @@ def _operator_states(subtasks: tuple[SubtaskState, ...]) -> tuple[StateSummary, 
             for state in handle.states if handle else ():
                 modes.setdefault(state.name, state.mode)
                 elements[state.name] += len(state.offsets)
+    codecs = _operator_codecs(sp, op) if modes else {}
     return tuple(
-        StateSummary(
-            name,
-            "operator",
-            "BROADCAST" if mode == DistributionMode.BROADCAST else "LIST",
-            mode.name,
-            elements=elements[name],
+        _typed(
+            StateSummary(
+                name,
+                "operator",
+                "BROADCAST" if mode == DistributionMode.BROADCAST else "LIST",
+                mode.name,
+                elements=elements[name],
+            ),
+            codecs.get(name),
         )
         for name, mode in modes.items()
     )
+
+
+_OPERATOR_KINDS = {
+    DistributionMode.SPLIT_DISTRIBUTE: "LIST",
+    DistributionMode.UNION: "UNION",
+    DistributionMode.BROADCAST: "BROADCAST",
+}
+
+
+def _operator_codecs(sp: Savepoint, op: OperatorState) -> dict[str, StateCodec]:
+    """Operator states' codecs from the header of the first file that holds each (a header
+    that does not parse leaves the types unknown: verify reports it)."""
+    from statectl.formats.state_headers import parse_operator_header
+
+    codecs: dict[str, StateCodec] = {}
+    flink = flink_major(sp.metadata.version)
+    for file in state_entries.operator_files(sp, op):
+        wanted = [s for s in file.handle.states if s.name not in codecs]
+        if not wanted:
+            continue
+        try:
+            layout, head = state_entries.operator_file_layout(file.stream, file.handle)
+            header = parse_operator_header(head[: layout.header_length])
+        except StatectlError:
+            continue
+        metas = {m.name: m for m in header.states}
+        for state in wanted:
+            if state.name in metas:
+                kind = _OPERATOR_KINDS[state.mode]
+                codecs[state.name] = operator_codec(metas[state.name], kind, flink)
+    return codecs
 
 
 def _snapshot(sp: Savepoint) -> str:

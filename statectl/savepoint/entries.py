@@ -33,7 +33,7 @@ from statectl.formats.state_values import (
     keyed_codec,
     operator_codec,
 )
-from statectl.formats.values import RawCodec
+from statectl.formats.values import RawCodec, Undecodable
 from statectl.savepoint import native
 from statectl.savepoint.keyed import batches, block_spans, canonical_header, iter_blocks
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
@@ -298,6 +298,15 @@ class OperatorFile:
         except StatectlError as exc:
             raise exc.with_source(stream.description) from None
 
+    def state_metas(self) -> dict[str, StateMetaInfo]:
+        """Each state's serializers, from the file's header (its elements are not read)."""
+        layout, head = operator_file_layout(self.stream, self.handle)
+        try:
+            header = state_headers.parse_operator_header(head[: layout.header_length])
+        except StatectlError as exc:
+            raise exc.with_source(self.stream.description) from None
+        return {s.name: s for s in header.states}
+
 
 def operator_file_layout(
     stream: StateStream, handle: OperatorStateHandle
@@ -347,6 +356,8 @@ def broadcast_entries(element: OperatorElement) -> list[tuple[bytes, bytes]] | N
         return None
     try:
         return operator_state.split_broadcast_entries(element.value, codec.key, codec.value)
+    except Undecodable:  # well-formed, but a key or value serializer statectl cannot read
+        return None
     except StatectlError as exc:
         raise exc.with_source(element.source) from None
 

@@ -764,6 +764,185 @@ def verify(fixtures: str | Path = FIXTURES, parallelisms: tuple[int, ...] = (1, 
     return 1 if bad else 0
 
 
+# --------------------------------------------------------------------------- values oracle
+
+# The values job and the state dumper (tests/flink/values/src, see tests/flink/README.md): one
+# source set compiled against each of these versions (with the Table API jars, for RowData).
+VALUES_SOURCES = HERE / "values" / "src"
+VALUES_VERSIONS = ("1.15.4", "1.20.3", "2.0.1", "2.3.0")
+# hashmap-canonical: a job on the hashmap backend; rocksdb-canonical and rocksdb-native: one job on
+# RocksDB (incremental), its CANONICAL savepoint taken right before its NATIVE one with no record in
+# between (the "twin": the truth of the native savepoint is the dump of the canonical one).
+VALUES_KINDS = ("hashmap-canonical", "rocksdb-native", "rocksdb-canonical")
+VALUES_FIXTURE_KINDS = ("hashmap-canonical", "rocksdb-native")
+VALUES_FIXTURES = FIXTURES / "values"
+VALUES_PARALLELISM = 2
+VALUES_MAX_PARALLELISM = 128
+VALUES_JOB_MAIN = "statectl.values.ValuesJob"
+VALUES_DUMPER_MAIN = "statectl.values.StateDumper"
+
+
+def compile_values(version: str = FLINK_VERSION) -> Path:
+    """The values job and the dumper compiled against Flink `version` and its Table jars:
+    .cache/flink/values-classes-<version>-<hash>."""
+    return _compile(VALUES_SOURCES, version, f"values-classes-{version}-", extra_jars=tuple(table_jars(version)))  # fmt: skip
+
+
+def _run_values(
+    main: str, args: list[str], *, version: str, timeout: float, echo: bool = False,
+    extra_classes: list[Path] | None = None,
+) -> str:  # fmt: skip
+    """Runs a class of the values source set on Flink `version` (dist + Table jars) in UTC."""
+    classes = [compile_values(version), *(extra_classes or [])]
+    log = _log_file(main.rsplit(".", 1)[-1])
+    jars = [*classpath_jars(version), *table_jars(version)]
+    cmd = [
+        _tool("java"), *JVM_OPTIONS, "-Duser.timezone=UTC", f"-Dlog4j.configurationFile={LOG4J_CONFIG}",
+        f"-Dstatectl.flink.log={log}", "-Dlog4j2.disable.jmx=true",
+        "-cp", os.pathsep.join(map(str, [*classes, *jars])), main, *args,
+    ]  # fmt: skip
+    proc = subprocess.run(
+        cmd, stdout=subprocess.PIPE, stderr=None if echo else subprocess.PIPE, text=True,
+        timeout=timeout,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        tail = "" if echo else "\n".join((proc.stderr or "").splitlines()[-60:])
+        raise FlinkError(f"{main} exited with {proc.returncode} (Flink log: {log}):\n{tail}")
+    return proc.stdout
+
+
+def truth_for(kind: str) -> str:
+    """The kind whose CANONICAL dump is the truth of `kind`: a NATIVE savepoint's is its twin's."""
+    return "rocksdb-canonical" if kind == "rocksdb-native" else kind
+
+
+def write_values(
+    version: str, out_root: str | Path, kinds: tuple[str, ...] | list[str] = VALUES_KINDS, *,
+    echo: bool = False,
+) -> dict[str, Path]:  # fmt: skip
+    """Runs the values job on Flink `version` in one JVM and writes out_root/<version>-<kind>/
+    {savepoint/, truth.jsonl, manifest.json} per kind; returns kind -> that directory."""
+    unknown = set(kinds) - set(VALUES_KINDS)
+    if unknown:
+        raise ValueError(f"unknown kinds {sorted(unknown)}; known: {VALUES_KINDS}")
+    out_root = Path(out_root).resolve()
+    args = [
+        "write",
+        str(out_root),
+        version,
+        str(VALUES_PARALLELISM),
+        str(VALUES_MAX_PARALLELISM),
+        *kinds,
+    ]
+    _run_values(VALUES_JOB_MAIN, args, version=version, timeout=600, echo=echo)
+    dirs = {kind: out_root / f"{version}-{kind}" for kind in kinds}
+    for d in dirs.values():
+        if not (d / "manifest.json").is_file():
+            raise FlinkError(f"ValuesJob wrote no {d / 'manifest.json'}")
+    return dirs
+
+
+def values_savepoints(
+    version: str = FLINK_VERSION, kinds: tuple[str, ...] | list[str] = VALUES_KINDS
+) -> dict[str, Path]:
+    """The values job's savepoints written by Flink `version`, cached under
+    .cache/flink/values-savepoints-<version>-<hash of the sources>/<version>-<kind>/ (one JVM for
+    whatever is missing). Returns kind -> that directory: `savepoint/` (the savepoint),
+    `truth.jsonl` (the dumper's output; for rocksdb-native that of its canonical twin, see
+    `truth_for`) and `manifest.json`. The two RocksDB kinds are always written together."""
+    root = CACHE / compile_values(version).name.replace("values-classes-", "values-savepoints-")
+    dirs = {kind: root / f"{version}-{kind}" for kind in kinds}
+
+    def missing() -> list[str]:
+        todo = {k for k in kinds if not (root / f"{version}-{k}" / "manifest.json").is_file()}
+        if todo & {"rocksdb-native", "rocksdb-canonical"}:
+            todo |= {"rocksdb-native", "rocksdb-canonical"}  # a twin pair comes from one job
+        return [k for k in VALUES_KINDS if k in todo]
+
+    if missing():
+        with _lock(f"values-savepoints-{version}"):
+            todo = missing()
+            if todo:
+                root.mkdir(parents=True, exist_ok=True)
+                staging = Path(tempfile.mkdtemp(prefix=".values-", dir=root))
+                try:
+                    for d in write_values(version, staging, todo).values():
+                        shutil.rmtree(root / d.name, ignore_errors=True)
+                        os.replace(d, root / d.name)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+    return dirs
+
+
+def _savepoint_dir(path: str | Path) -> Path:
+    """A savepoint directory from a savepoint dir, a fixture dir (manifest.json) or a _metadata."""
+    path = Path(path).resolve()
+    if path.name == "_metadata":
+        return path.parent
+    if (path / "_metadata").is_file():
+        return path
+    if (path / "manifest.json").is_file():
+        return path / json.loads((path / "manifest.json").read_text())["path"]
+    raise FileNotFoundError(f"no savepoint at {path}")
+
+
+def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def load_truth(fixture_dir: str | Path) -> list[dict[str, Any]]:
+    """The truth.jsonl of a values fixture (the dumper's lines)."""
+    return read_jsonl(Path(fixture_dir) / "truth.jsonl")
+
+
+def dump_states(
+    version: str, savepoint_dirs: list[str | Path], *, sql: bool = False, echo: bool = False
+) -> list[list[dict[str, Any]]]:
+    """Runs the state dumper (StateDumper, Flink `version`'s own classes) over every CANONICAL
+    savepoint in one JVM; one list of JSON lines (dicts) per savepoint, in the dumper's sorted
+    order. Accepts savepoint dirs, fixture dirs (manifest.json) or _metadata files. `sql`: put
+    the SQL job's classes on the classpath too (2.x only; the Table jars always are). A NATIVE
+    savepoint's keyed state is not read (an "error" line per handle): dump its canonical twin."""
+    if not savepoint_dirs:
+        return []
+    dirs = [_savepoint_dir(d) for d in savepoint_dirs]
+    extra = [compile_sql(version)] if sql and not runs_compat_job(version) else []
+    with tempfile.TemporaryDirectory(prefix="statectl-dump-") as tmp:
+        outs = [Path(tmp) / f"dump-{i}.jsonl" for i in range(len(dirs))]
+        args = [str(a) for pair in zip(outs, dirs, strict=True) for a in pair]
+        _run_values(
+            VALUES_DUMPER_MAIN, args, version=version, timeout=300 + 60 * len(dirs), echo=echo,
+            extra_classes=extra,
+        )  # fmt: skip
+        return [read_jsonl(out) for out in outs]
+
+
+def dump_state(version: str, savepoint_dir: str | Path, sql: bool = False) -> list[dict[str, Any]]:
+    """`dump_states` for one savepoint."""
+    return dump_states(version, [savepoint_dir], sql=sql)[0]
+
+
+def regenerate_values(
+    out: str | Path = VALUES_FIXTURES, versions: list[str] | None = None
+) -> list[Path]:
+    """Rewrites tests/fixtures/values/<version>-<kind>/ (VALUES_FIXTURE_KINDS) for every version of
+    VALUES_VERSIONS (or `versions`), one JVM per version."""
+    out = Path(out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    for version in versions or VALUES_VERSIONS:
+        staging = Path(tempfile.mkdtemp(prefix=".regenerate-", dir=out))
+        try:
+            for d in write_values(version, staging, VALUES_FIXTURE_KINDS, echo=True).values():
+                shutil.rmtree(out / d.name, ignore_errors=True)
+                os.replace(d, out / d.name)
+                written.append(out / d.name)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+    return written
+
+
 # --------------------------------------------------------------------------- CLI
 
 
@@ -806,6 +985,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     regen_compat.add_argument("--out", default=str(COMPAT_FIXTURES))
     regen_compat.add_argument("--versions", nargs="*", default=list(COMPAT_VERSIONS))
+    regen_values = sub.add_parser(
+        "regenerate-values", help="regenerate tests/fixtures/values (one JVM per version)"
+    )
+    regen_values.add_argument("--out", default=str(VALUES_FIXTURES))
+    regen_values.add_argument("--versions", nargs="*", default=list(VALUES_VERSIONS))
+    dump = sub.add_parser("dump", help="StateDumper: a canonical savepoint's entries as JSON lines")
+    dump.add_argument("paths", nargs="+", help="savepoint dirs, fixture dirs or _metadata files")
+    dump.add_argument("--version", default=FLINK_VERSION)
+    dump.add_argument("--sql", action="store_true", help="the SQL job's classes on the classpath")
     restore = sub.add_parser("restore", help="RestoreCheck: PATH=P[,maxp=M][,backend=B] ...")
     restore.add_argument("requests", nargs="+")
     restore.add_argument("--json", help="write the full results here")
@@ -824,6 +1012,15 @@ def main(argv: list[str] | None = None) -> int:
             size = sum(p.stat().st_size for p in manifest.parent.rglob("*") if p.is_file())
             print(f"{manifest.parent}: {size / 1024:.0f} KiB")
         print(f"regenerated in {time.monotonic() - started:.1f}s")
+    elif args.command == "regenerate-values":
+        for d in regenerate_values(args.out, args.versions):
+            size = sum(p.stat().st_size for p in d.rglob("*") if p.is_file())
+            print(f"{d}: {size / 1024:.0f} KiB")
+        print(f"regenerated in {time.monotonic() - started:.1f}s")
+    elif args.command == "dump":
+        for lines in dump_states(args.version, args.paths, sql=args.sql, echo=True):
+            for line in lines:
+                print(json.dumps(line, ensure_ascii=False))
     elif args.command == "regenerate":
         for manifest in regenerate(args.out, args.only):
             size = sum(p.stat().st_size for p in manifest.parent.rglob("*") if p.is_file())

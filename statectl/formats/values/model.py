@@ -68,11 +68,12 @@ class Codec:
         raise NotImplementedError
 
     def to_arrow(self, value: Any) -> Any:
-        """The value as pyarrow takes it for `arrow_type()` (most are already)."""
+        """The value as pyarrow takes it for `arrow_type()` (most are already); never given
+        None: a null is null in every form."""
         return value
 
     def to_json(self, value: Any) -> Any:
-        """The value as JSON holds it, by the rules of docs/values.md."""
+        """The value as JSON holds it, by the rules of docs/values.md; never given None."""
         return value
 
     def describe(self) -> str:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
 from statectl.formats.java_types import _read_string as _read_java_string
-from statectl.formats.java_types import write_java_string
+from statectl.formats.java_types import read_string_value, write_java_string, write_string_value
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.values.json_form import (
     MILLIS_PER_DAY,
@@ -163,6 +163,14 @@ def string_to_arrow(value: str) -> str:
 
 
 STRING = Scalar("STRING", _read_string, _write_string, _arrow("string"), to_arrow=string_to_arrow)
+# StringValue (a `Value` type) writes its length unshifted: it has no null of its own.
+STRING_VALUE = Scalar(
+    "STRING",
+    read_string_value,
+    lambda value, out: out.extend(write_string_value(value)),
+    _arrow("string"),
+    to_arrow=string_to_arrow,
+)
 LONG = _fixed("BIGINT", ">q", "int64")
 INT = _fixed("INT", ">i", "int32")
 SHORT = _fixed("SMALLINT", ">h", "int16")
@@ -547,8 +555,8 @@ SCALARS: dict[str, Codec] = {
     "LocalDate": LOCAL_DATE,
     "LocalTime": LOCAL_TIME,
     "LocalDateTime": LOCAL_DATE_TIME,
-    # Flink's Value types write what their primitive serializers write.
-    "StringValue": STRING,
+    # Flink's Value types write what their primitive serializers write (StringValue aside).
+    "StringValue": STRING_VALUE,
     "LongValue": LONG,
     "IntValue": INT,
     "ShortValue": SHORT,

@@ -1,0 +1,341 @@
+package statectl.values;
+
+import org.apache.flink.api.common.JobID;
+import org.apache.flink.api.common.JobStatus;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.java.tuple.Tuple3;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.core.execution.SavepointFormatType;
+import org.apache.flink.runtime.checkpoint.OperatorState;
+import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
+import org.apache.flink.runtime.jobgraph.JobGraph;
+import org.apache.flink.runtime.minicluster.MiniCluster;
+import org.apache.flink.runtime.minicluster.MiniClusterConfiguration;
+import org.apache.flink.runtime.util.EnvironmentInformation;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.SerializationFeature;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+
+import java.io.DataInputStream;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TimeZone;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BooleanSupplier;
+import java.util.stream.Stream;
+
+/**
+ * The values job: one keyed operator holding a state of (almost) every value type Flink has, a
+ * window operator and an operator with list / union / broadcast state (see tests/flink/README.md).
+ * Runs on Flink 1.15-2.x (one source set; reflection shims in {@link Model}).
+ *
+ * <pre>
+ * src (FLIP-27, p=1) ─keyBy(String)→ values (keyed: VALUE/LIST/MAP/REDUCING/AGGREGATING, TTL, Kryo, timers) → opstate
+ *                    ─keyBy(String)→ window (tumbling 1 h event time, aggregate; no watermark: all pending)
+ * </pre>
+ *
+ * <p>{@code ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...}: kinds
+ * {@code hashmap-canonical}, {@code rocksdb-canonical}, {@code rocksdb-native}. One job on the
+ * hashmap backend (its CANONICAL savepoint), one on RocksDB (incremental) whose CANONICAL
+ * savepoint is taken right before its NATIVE one with no record in between: the "twin". Each kind
+ * goes to out_root/prefix-kind/{savepoint/, truth.jsonl, manifest.json}; truth.jsonl is the
+ * {@link StateDumper} output of the savepoint, for rocksdb-native that of its canonical twin.
+ */
+public final class ValuesJob {
+    private ValuesJob() {}
+
+    static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
+    static final List<String> UIDS = Arrays.asList("src", "values", "window", "opstate");
+
+    public static void main(String[] args) throws Exception {
+        TimeZone.setDefault(TimeZone.getTimeZone("UTC"));
+        if (args.length < 5 || !args[0].equals("write")) {
+            System.err.println("usage: ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...");
+            System.exit(2);
+        }
+        Path root = Paths.get(args[1]).toAbsolutePath();
+        String prefix = args[2];
+        int parallelism = Integer.parseInt(args[3]);
+        int maxParallelism = Integer.parseInt(args[4]);
+        List<String> kinds = Arrays.asList(args).subList(5, args.length);
+        for (String kind : kinds) {
+            if (!Arrays.asList("hashmap-canonical", "rocksdb-canonical", "rocksdb-native").contains(kind)) {
+                throw new IllegalArgumentException("unknown kind " + kind);
+            }
+        }
+        Configuration clusterConf = new Configuration();
+        clusterConf.setString("taskmanager.memory.managed.size", "256m");
+        clusterConf.setString("taskmanager.memory.network.min", "64m");
+        clusterConf.setString("taskmanager.memory.network.max", "64m");
+        clusterConf.setString("rest.bind-port", "0");
+        clusterConf.setString("state.storage.fs.memory-threshold", "0b"); // Flink < 1.20 reads it here only
+        MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
+                .setConfiguration(clusterConf)
+                .setNumTaskManagers(1)
+                .setNumSlotsPerTaskManager(Math.max(2, parallelism))
+                .withRandomPorts()
+                .build());
+        cluster.start();
+        Path work = Files.createTempDirectory("statectl-values-");
+        Map<String, Map<String, Object>> written = new LinkedHashMap<>();
+        try {
+            if (kinds.contains("hashmap-canonical")) {
+                List<Map<String, Object>> taken = run(cluster, "hashmap", parallelism, maxParallelism,
+                        Arrays.asList("CANONICAL"), work.resolve("hashmap"));
+                written.put("hashmap-canonical", taken.get(0));
+            }
+            if (kinds.contains("rocksdb-canonical") || kinds.contains("rocksdb-native")) {
+                List<Map<String, Object>> taken = run(cluster, "rocksdb", parallelism, maxParallelism,
+                        Arrays.asList("CANONICAL", "NATIVE"), work.resolve("rocksdb"));
+                written.put("rocksdb-canonical", taken.get(0));
+                written.put("rocksdb-native", taken.get(1));
+            }
+        } finally {
+            java.io.PrintStream err = System.err;
+            System.setErr(new java.io.PrintStream(java.io.OutputStream.nullOutputStream()));
+            try {
+                cluster.close();
+            } finally {
+                System.setErr(err);
+            }
+        }
+        // the truths: StateDumper on the canonical savepoints (the native one: its twin's)
+        Map<String, List<StateDumper.Line>> truths = new HashMap<>();
+        for (String kind : Arrays.asList("hashmap-canonical", "rocksdb-canonical")) {
+            if (written.containsKey(kind)) {
+                truths.put(kind, StateDumper.dump(Paths.get((String) written.get(kind).get("savepoint_dir"))));
+            }
+        }
+        for (String kind : kinds) {
+            Map<String, Object> info = written.get(kind);
+            String truthFrom = kind.equals("rocksdb-native") ? "rocksdb-canonical" : kind;
+            List<StateDumper.Line> truth = truths.get(truthFrom);
+            Path out = root.resolve(prefix + "-" + kind);
+            deleteRecursively(out);
+            Files.createDirectories(out);
+            copyRecursively(Paths.get((String) info.get("savepoint_dir")), out.resolve("savepoint"));
+            StateDumper.write(truth, out.resolve("truth.jsonl"));
+            Map<String, Object> manifest = manifest(kind, info, parallelism, maxParallelism);
+            long errors = truth.stream().filter(l -> l.fields.containsKey("error")).count();
+            manifest.put("truth", "truth.jsonl");
+            manifest.put("truth_lines", truth.size());
+            manifest.put("truth_errors", errors);
+            if (!truthFrom.equals(kind)) {
+                Map<String, Object> twin = new LinkedHashMap<>();
+                twin.put("kind", truthFrom);
+                twin.put("checkpoint_id", written.get(truthFrom).get("checkpoint_id"));
+                twin.put("note", "truth.jsonl is the dump of the CANONICAL savepoint taken of the same running "
+                        + "job right before this NATIVE one, with no record in between");
+                manifest.put("truth_from", twin);
+            } else {
+                manifest.put("truth_from", null);
+            }
+            JSON.writeValue(out.resolve("manifest.json").toFile(), manifest);
+            System.err.printf("wrote %s: %d truth lines, %d errors%n", out, truth.size(), errors);
+        }
+        deleteRecursively(work);
+        System.exit(0);
+    }
+
+    static Map<String, Object> manifest(String kind, Map<String, Object> info, int parallelism, int maxParallelism) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        m.put("flink_version", EnvironmentInformation.getVersion());
+        m.put("kind", kind);
+        m.put("metadata_version", info.get("metadata_version"));
+        m.put("backend", kind.startsWith("rocksdb") ? "rocksdb" : "hashmap");
+        m.put("format", kind.endsWith("native") ? "NATIVE" : "CANONICAL");
+        m.put("incremental", kind.startsWith("rocksdb"));
+        m.put("parallelism", parallelism);
+        m.put("max_parallelism", maxParallelism);
+        m.put("checkpoint_id", info.get("checkpoint_id"));
+        m.put("job_id", info.get("job_id"));
+        m.put("path", "savepoint");
+        m.put("timezone", "UTC");
+        m.put("records", Model.records());
+        m.put("keys", Arrays.asList(Model.KEYS));
+        List<Map<String, Object>> operators = new ArrayList<>();
+        for (String uid : UIDS) {
+            Map<String, Object> op = new LinkedHashMap<>();
+            op.put("uid", uid);
+            op.put("id", Model.operatorId(uid));
+            List<Map<String, Object>> states = new ArrayList<>();
+            for (String[] s : States.ALL.getOrDefault(uid, List.of())) {
+                Map<String, Object> state = new LinkedHashMap<>();
+                state.put("name", s[0]);
+                state.put("kind", s[1]);
+                state.put("type", s[2]);
+                states.add(state);
+            }
+            op.put("states", states);
+            operators.add(op);
+        }
+        m.put("operators", operators);
+        return m;
+    }
+
+    /** Job configuration, 1.x and 2.x key names (each version ignores the other's). */
+    static Configuration config(String backend, int parallelism, int maxParallelism, Path checkpoints) {
+        Map<String, String> c = new HashMap<>();
+        c.put("state.backend", backend);
+        c.put("state.backend.type", backend);
+        c.put("parallelism.default", String.valueOf(parallelism));
+        c.put("pipeline.max-parallelism", String.valueOf(maxParallelism));
+        c.put("restart-strategy", "none");
+        c.put("restart-strategy.type", "none");
+        c.put("state.checkpoint-storage", "filesystem");
+        c.put("execution.checkpointing.storage", "filesystem");
+        c.put("state.checkpoints.dir", checkpoints.toUri().toString());
+        c.put("execution.checkpointing.dir", checkpoints.toUri().toString());
+        boolean incremental = backend.equals("rocksdb");
+        c.put("state.backend.incremental", String.valueOf(incremental));
+        c.put("execution.checkpointing.incremental", String.valueOf(incremental));
+        c.put("state.backend.local-recovery", "false");
+        c.put("execution.checkpointing.snapshot-compression", "false");
+        c.put("state.storage.fs.memory-threshold", "0b");
+        c.put("execution.checkpointing.data-inline-threshold", "0b");
+        c.put("execution.checkpointing.file-merging.enabled", "false");
+        return Configuration.fromMap(c);
+    }
+
+    static JobGraph buildJob(Configuration conf) {
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        Model.registerPojoType(env.getConfig(), Model.Dog.class);
+        DataStream<Tuple3<String, Integer, Long>> src = env
+                .fromSource(new ValuesSource(), WatermarkStrategy.noWatermarks(), "src", Model.EVENT)
+                .setParallelism(1)
+                .uid("src");
+        DataStream<Tuple3<String, Integer, Long>> values = src.keyBy(new Operators.KeyOf(), Types.STRING)
+                .transform("values", Model.EVENT, new Operators.ValuesOperator())
+                .uid("values");
+        src.keyBy(new Operators.KeyOf(), Types.STRING)
+                .window(Model.hourWindows())
+                .aggregate(new Operators.WindowSum(), Types.LONG, Types.LONG)
+                .name("window")
+                .uid("window");
+        values.transform("opstate", Model.EVENT, new Operators.OpStateOperator()).uid("opstate");
+        return env.getStreamGraph().getJobGraph();
+    }
+
+    /** Runs the job on `backend`, takes one savepoint per format in order, cancels. */
+    static List<Map<String, Object>> run(MiniCluster cluster, String backend, int parallelism, int maxParallelism,
+            List<String> formats, Path work) throws Exception {
+        Operators.reset();
+        JobGraph job = buildJob(config(backend, parallelism, maxParallelism, work.resolve("checkpoints")));
+        JobID jobId = job.getJobID();
+        cluster.submitJob(job).get(60, TimeUnit.SECONDS);
+        List<Map<String, Object>> out = new ArrayList<>();
+        try {
+            long n = Model.records();
+            await(cluster, jobId, () -> Operators.valuesRecords.get() == n && Operators.windowRecords.get() == n
+                    && Operators.opstateRecords.get() == n && Operators.opstateInits.get() == parallelism, "records");
+            for (String format : formats) {
+                String pointer = triggerSavepoint(cluster, jobId, work.resolve("savepoints-" + format.toLowerCase()), format);
+                Path dir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
+                Map<String, Object> info = new LinkedHashMap<>();
+                info.put("savepoint_dir", dir.toString());
+                info.put("job_id", jobId.toHexString());
+                try (DataInputStream in = new DataInputStream(Files.newInputStream(dir.resolve("_metadata")))) {
+                    in.readInt();
+                    info.put("metadata_version", in.readInt());
+                }
+                CheckpointMetadata metadata = StateDumper.loadMetadata(dir);
+                info.put("checkpoint_id", metadata.getCheckpointId());
+                List<String> ids = new ArrayList<>();
+                for (OperatorState op : metadata.getOperatorStates()) {
+                    ids.add(op.getOperatorID().toHexString());
+                }
+                for (String uid : UIDS) {
+                    if (!ids.contains(Model.operatorId(uid))) {
+                        throw new IllegalStateException("operator " + uid + " not in _metadata: " + ids);
+                    }
+                }
+                out.add(info);
+                System.err.printf("%s %s savepoint: %s%n", backend, format, dir);
+            }
+        } finally {
+            cancelAndWait(cluster, jobId);
+        }
+        return out;
+    }
+
+    static String triggerSavepoint(MiniCluster cluster, JobID jobId, Path dir, String format) throws Exception {
+        for (int attempt = 0; ; attempt++) {
+            try {
+                return cluster.triggerSavepoint(jobId, dir.toUri().toString(), false,
+                        SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                String text = StateDumper.message(e).toLowerCase(java.util.Locale.ROOT);
+                boolean starting = text.contains("not all required tasks are currently running")
+                        || text.contains("not_all_required_tasks_running")
+                        || text.contains("is not being executed at the moment");
+                if (attempt > 200 || !starting) {
+                    throw e;
+                }
+                Thread.sleep(100);
+            }
+        }
+    }
+
+    static void await(MiniCluster cluster, JobID job, BooleanSupplier cond, String what) throws Exception {
+        long deadline = System.currentTimeMillis() + 120_000;
+        while (!cond.getAsBoolean()) {
+            JobStatus status = cluster.getJobStatus(job).get(10, TimeUnit.SECONDS);
+            if (status.isGloballyTerminalState() || System.currentTimeMillis() > deadline) {
+                Throwable cause = null;
+                if (status.isGloballyTerminalState()) {
+                    cause = cluster.requestJobResult(job).get(60, TimeUnit.SECONDS).getSerializedThrowable()
+                            .map(t -> t.deserializeError(ValuesJob.class.getClassLoader())).orElse(null);
+                }
+                throw new IllegalStateException("job " + status + " while waiting for " + what + " (values "
+                        + Operators.valuesRecords + ", window " + Operators.windowRecords + ", opstate "
+                        + Operators.opstateRecords + ")", cause);
+            }
+            Thread.sleep(10);
+        }
+    }
+
+    static void cancelAndWait(MiniCluster cluster, JobID job) throws Exception {
+        if (!cluster.getJobStatus(job).get(10, TimeUnit.SECONDS).isGloballyTerminalState()) {
+            try {
+                cluster.cancelJob(job).get(60, TimeUnit.SECONDS);
+            } catch (Exception e) {
+                // it may have terminated in between
+            }
+        }
+        cluster.requestJobResult(job).get(120, TimeUnit.SECONDS);
+    }
+
+    static void deleteRecursively(Path p) throws Exception {
+        if (Files.exists(p)) {
+            try (Stream<Path> walk = Files.walk(p)) {
+                for (Path q : (Iterable<Path>) walk.sorted(Comparator.reverseOrder())::iterator) {
+                    Files.delete(q);
+                }
+            }
+        }
+    }
+
+    static void copyRecursively(Path from, Path to) throws Exception {
+        try (Stream<Path> walk = Files.walk(from)) {
+            for (Path p : (Iterable<Path>) walk::iterator) {
+                Path target = to.resolve(from.relativize(p).toString());
+                if (Files.isDirectory(p)) {
+                    Files.createDirectories(target);
+                } else {
+                    Files.copy(p, target);
+                }
+            }
+        }
+    }
+}
