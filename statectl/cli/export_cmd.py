@@ -30,6 +30,13 @@ def export_command(
     ],
     operator: OperatorOption = None,
     state: Annotated[str | None, typer.Option("--state", help="Only this state (name).")] = None,
+    typed: Annotated[
+        bool,
+        typer.Option(
+            "--typed",
+            help="One Parquet dataset per state, in typed columns: OUT/<operator>/<state>/.",
+        ),
+    ] = False,
     spark: Annotated[
         bool,
         typer.Option("--spark", help="Write a folder of part files with a Spark job."),
@@ -43,7 +50,8 @@ def export_command(
     """Write one Parquet row per state entry: raw bytes plus JSON-decoded columns.
 
     Keyed entries (canonical, or RocksDB native read through rocksdict), operator list
-    elements and broadcast map entries.
+    elements and broadcast map entries. With --typed, one dataset per (operator, state) whose
+    columns are real Arrow types (key, namespace, value, ...), for DuckDB, pandas and Spark.
     OUT is written under a temporary name and renamed at the end; an existing OUT is refused
     unless --overwrite.
 
@@ -52,6 +60,8 @@ def export_command(
       statectl export ./sp -o state.parquet
 
       statectl export ./sp -o cnt.parquet --operator keyed-str --state cnt
+
+      statectl export ./sp -o ./sp-tables/ --typed
 
       statectl export s3://b/sp -o s3://b/sp-export/ --spark --master spark://host:7077
     """
@@ -68,6 +78,20 @@ def export_command(
     engine = choose_engine(
         use_spark, master, parse_spark_conf(conf), sp.directory, locate(out, options)
     )
+    if typed:
+        from statectl.operations.typed_export import export_typed
+
+        report = export_typed(
+            sp,
+            out,
+            operator=operator,
+            state=state,
+            engine=engine,
+            overwrite=overwrite,
+            storage_options=options,
+        )
+        output.renderer(json_output).export(report)
+        return
     report = export(
         sp,
         out,

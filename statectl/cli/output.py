@@ -118,7 +118,12 @@ class JsonRenderer:
         print_json(migration_to_json(report))
 
     def export(self, report: ExportReport) -> None:
-        print_json(_pick(report, "output", "rows", "files", "engine", "states"))
+        document = _pick(report, "output", "rows", "files", "engine", "states")
+        document["raw"] = {
+            state: {"rows": raw.rows, "first_reason": raw.first_reason}
+            for state, raw in report.raw.items()
+        }
+        print_json(document)
 
     def uid_hash(self, ids: Sequence[UidId]) -> None:
         print_json([{"uid": uid, "id": id_} for uid, id_ in ids])
@@ -155,7 +160,9 @@ class ConsoleRenderer:
 
     def export(self, report: ExportReport) -> None:
         for label, count in report.states.items():
-            _stdout().print(f"{label}: {count} rows", highlight=False)
+            raw = report.raw.get(label)
+            left_raw = f" ({raw.rows} left raw: {raw.first_reason})" if raw else ""
+            print_line(f"{label}: {count} rows{left_raw}")
         _stdout().print(
             f"wrote {report.rows} rows to {report.output} ({report.files} file(s))",
             highlight=False,

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, LocalEngine
 from statectl.formats.handles import DistributionMode
+from statectl.operations.export import ExportReport, RawCount
 from statectl.savepoint import entries, tables, writer
 from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
@@ -50,16 +51,6 @@ class TypedPart:
     rows: int
     raw_rows: int
     first_raw_reason: str | None
-
-
-@dataclass(frozen=True)
-class TypedExportReport:
-    output: str
-    rows: int
-    files: int
-    engine: str
-    states: dict[str, int]  # "<operator>/<state>" -> rows
-    raw: dict[str, tables.RawTally]  # "<operator>/<state>" -> rows with a part left raw
 
 
 def folder_name(operator: str, state: str) -> str:
@@ -140,7 +131,7 @@ def export_typed(
     engine: Engine | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
-) -> TypedExportReport:
+) -> ExportReport:
     """Every state (or one) of a savepoint into `output`/<operator>/<state>/ part files."""
     writer.ensure_not_inside(sp.directory, output, storage_options)
     tasks = plan_typed(sp, operator, state)
@@ -161,8 +152,9 @@ def export_typed(
             tally = raw.setdefault(part.folder, tables.RawTally())
             tally.rows += part.raw_rows
             tally.first_reason = tally.first_reason or part.first_raw_reason
+    raw_counts = {name: RawCount(t.rows, t.first_reason or "") for name, t in raw.items()}
     total = sum(states.values())
-    return TypedExportReport(staged.destination.url, total, len(parts), engine.name, states, raw)
+    return ExportReport(staged.destination.url, total, len(parts), engine.name, states, raw_counts)
 
 
 # --- what --overwrite may replace --------------------------------------------------------------

@@ -169,11 +169,33 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
         db = _open(folder, instance)
         try:
             _check_live_files(db, instance)
+            _check_column_families(db, instance)
             yield OpenInstance(db, instance)
         finally:
             db.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_column_families(db: Rdict, instance: NativeInstance) -> None:
+    """Flink creates a column family for every state it registers, named as in the meta: a
+    column family the meta does not name (or a state without one) would be read as nothing."""
+    from rocksdict import Rdict
+
+    families = {name for name in Rdict.list_cf(db.path()) if name != "default"}
+    states = {state.name for state in meta_header(instance)[1].states}
+    unnamed = sorted(families - states)
+    missing = sorted(states - families)
+    if unnamed or missing:
+        what = (
+            f"column family {unnamed[0]!r} is no state of its meta"
+            if unnamed
+            else f"state {missing[0]!r} of its meta has no column family"
+        )
+        raise FormatError(
+            f"{instance.description}: {what} (column families: {', '.join(sorted(families))})",
+            instance.meta.description,
+        )
 
 
 def copy_files(instance: NativeInstance, folder: str) -> None:
