@@ -1,0 +1,72 @@
+"""Hostile snapshots and values never stop a read: the entry stays raw, with the reason."""
+
+from __future__ import annotations
+
+import time
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statectl.formats.serializer_snapshots import SerializerSnapshot
+from statectl.formats.state_values import decode_with
+from statectl.formats.values import Raw, RawCodec, codec_for
+from tests.formats.values.test_codecs import (
+    BASE,
+    INT,
+    LIST_OF_STRING,
+    LONG,
+    PERSON,
+    STRING,
+    composite,
+)
+
+POJO_SNAPSHOT = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
+
+
+def test_a_pojo_declaring_a_million_fields_is_read_in_bounded_time() -> None:
+    fields = 1_000_000
+    snapshot = SerializerSnapshot(
+        POJO_SNAPSHOT,
+        2,
+        (STRING,) * fields,
+        "ex.Huge",
+        tuple(f"f{i}" for i in range(fields)),
+        params=(("registered", ()), ("nonregistered", ())),
+    )
+    started = time.monotonic()
+    value = decode_with(codec_for(snapshot), b"\x00" + b"\x01" * 16)
+    assert isinstance(value, Raw) and value.type_class == "ex.Huge"
+    assert time.monotonic() - started < 30
+
+
+def test_a_snapshot_nested_absurdly_deep_stays_raw() -> None:
+    deep = STRING
+    for _ in range(5000):
+        deep = composite(BASE + "ListSerializerSnapshot", deep)
+    codec = codec_for(deep)
+    assert isinstance(codec, RawCodec)
+    assert "nested more than" in codec.reason
+    assert decode_with(codec, b"\x00").reason == codec.reason
+
+
+def test_a_length_beyond_the_bytes_stays_raw() -> None:
+    string_of_a_billion_chars = b"\xff\xff\xff\xff\x03abc"
+    value = decode_with(codec_for(STRING), string_of_a_billion_chars)
+    assert isinstance(value, Raw) and "past the end" in value.reason
+    list_of_a_billion = (10**9).to_bytes(4, "big") + b"\x04abc"
+    value = decode_with(codec_for(LIST_OF_STRING), list_of_a_billion)
+    assert isinstance(value, Raw)
+
+
+def test_an_unknown_serializer_class_stays_raw_and_names_it() -> None:
+    codec = codec_for(SerializerSnapshot("com.acme.OrderSerializer$Snapshot", 1))
+    assert isinstance(codec, RawCodec)
+    assert "OrderSerializer" in codec.reason
+    assert decode_with(codec, b"\x01\x02").data == b"\x01\x02"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64))
+def test_random_bytes_never_escape_as_an_exception(data: bytes) -> None:
+    for snapshot in (STRING, LONG, INT, LIST_OF_STRING, PERSON):
+        decode_with(codec_for(snapshot), data)  # a value, None or Raw: never an exception
