@@ -24,6 +24,7 @@ from statectl.cli import (
     inspect_cmd,
     migrate_cmd,
     plan_cmd,
+    positions_cmd,
     rescale_cmd,
     uid_hash_cmd,
     verify_cmd,
@@ -78,6 +79,7 @@ app.command("export", no_args_is_help=True)(export_cmd.export_command)
 app.command("verify", no_args_is_help=True)(verify_cmd.verify)
 app.command("migrate", no_args_is_help=True)(migrate_cmd.migrate_command)
 app.command("uid-hash", no_args_is_help=True)(uid_hash_cmd.uid_hash)
+app.command("positions", no_args_is_help=True)(positions_cmd.positions_command)
 
 
 @functools.cache

@@ -1,0 +1,39 @@
+"""`statectl positions`: where every source resumes (topic, partition, offset; file, position)."""
+
+from __future__ import annotations
+
+from statectl.cli.options import (
+    JsonOption,
+    OperatorOption,
+    SavepointArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
+
+
+def positions_command(
+    path: SavepointArgument,
+    json_output: JsonOption = False,
+    operator: OperatorOption = None,
+    storage_option: StorageOptionFlags = None,
+) -> None:
+    """Show each source's splits and offsets: FileSource, KafkaSource, NumberSequenceSource,
+    the legacy FlinkKafkaConsumer; other sources as unrecognised splits.
+
+    Examples:
+
+      statectl positions ./savepoint-1a2b3c-0123456789ab
+
+      statectl positions ./sp --operator kafka-in --json | jq '.sources[0].splits'
+    """
+    from statectl.cli import positions_view
+    from statectl.cli.output import print_json
+    from statectl.operations.positions import positions
+    from statectl.savepoint.reader import open_savepoint
+
+    savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    report = positions(savepoint, operator)
+    if json_output:
+        print_json(positions_view.positions_json(report))
+    else:
+        positions_view.print_positions(report)
