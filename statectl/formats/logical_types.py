@@ -128,14 +128,15 @@ def _row_like(
 
 
 def java_list(obj: Any) -> list[Any]:
-    """The elements of a serialized `java.util.List` (ArrayList, the unmodifiable and
-    `Arrays.asList` wrappers around one, or an array)."""
+    """The elements of a serialized `java.util.List` (ArrayList, `List.of`, the unmodifiable
+    and `Arrays.asList` wrappers around one, or an array)."""
     for _ in range(_MAX_DEPTH):
         if isinstance(obj, list):
             return obj
         if not isinstance(obj, JavaObject):
             break
-        if obj.class_name in ("java.util.ArrayList", "java.util.LinkedList"):
+        # CollSer: the serialized form of `List.of(…)` (its elements follow its i32 count).
+        if obj.class_name in ("java.util.ArrayList", "java.util.LinkedList", "java.util.CollSer"):
             return [item for item in obj.annotations if not isinstance(item, bytes)]
         inner = next((obj.fields[n] for n in ("list", "c", "a") if n in obj.fields), None)
         if inner is None:

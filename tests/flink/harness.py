@@ -943,6 +943,69 @@ def regenerate_values(
     return written
 
 
+# --------------------------------------------------------------------------- sources (positions)
+
+# tests/flink/sources/src: FileSourceJob (a FileSource job saved mid-file) and SourceDumper (what
+# Flink's FileSourceSplitSerializer / PendingSplitsCheckpointSerializer read from a savepoint).
+SOURCES_JOBS = HERE / "sources" / "src"
+SOURCES_MAIN = "statectl.sources.FileSourceJob"
+
+
+def files_connector_jar(version: str = FLINK_VERSION) -> Path:
+    """flink-connector-files (FileSource): beside flink-dist in the wheel's lib/."""
+    return ensure_flink(version) / f"flink-connector-files-{version}.jar"
+
+
+def compile_sources(version: str = FLINK_VERSION) -> Path:
+    """tests/flink/sources/src compiled against flink-dist and flink-connector-files:
+    .cache/flink/sources-classes-<hash>."""
+    return _compile(SOURCES_JOBS, version, "sources-classes-", extra_jars=(files_connector_jar(version),))  # fmt: skip
+
+
+def file_source_savepoint() -> Path:
+    """FileSourceJob's output, cached under .cache/flink/sources-savepoint-<hash of the sources>/:
+    `savepoint/` (CANONICAL, taken mid-file), `input/` (the files read) and `truth.json` (the
+    dumper's reading of the savepoint). Returns that directory; one JVM when missing."""
+    classes = compile_sources()
+    root = CACHE / classes.name.replace("sources-classes-", "sources-savepoint-")
+    if (root / "truth.json").is_file():
+        return root
+    with _lock("sources-savepoint"):
+        if not (root / "truth.json").is_file():
+            staging = Path(tempfile.mkdtemp(prefix=".sources-", dir=CACHE))
+            try:
+                _run_java(SOURCES_MAIN, [str(staging)], timeout=300, classes=classes, extra_jars=[files_connector_jar()])  # fmt: skip
+                shutil.rmtree(root, ignore_errors=True)
+                os.replace(staging, root)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+    return root
+
+
+# --------------------------------------------------------------------------- SQL values
+
+
+def sql_dumps(specs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """The state dumper's lines (`dump_states`, sql=True) for SqlJob's savepoints of `specs`
+    (`sql_savepoints`, CANONICAL ones), in one JVM; cached beside each savepoint as
+    truth-<dumper classes>.jsonl, so they are dumped again only when the job or the dumper
+    changes."""
+    manifests = sql_savepoints(specs)
+    tag = compile_values(FLINK_VERSION).name
+    truths = {name: path.parent / f"truth-{tag}.jsonl" for name, path in manifests.items()}
+    missing = [name for name, truth in truths.items() if not truth.is_file()]
+    if missing:
+        with _lock("sql-dumps"):
+            dumps = dump_states(
+                FLINK_VERSION, [manifests[n].parent / "savepoint" for n in missing], sql=True
+            )
+            for name, lines in zip(missing, dumps, strict=True):
+                staging = truths[name].with_suffix(".tmp")
+                staging.write_text("".join(json.dumps(line) + "\n" for line in lines))
+                os.replace(staging, truths[name])
+    return {name: read_jsonl(truth) for name, truth in truths.items()}
+
+
 # --------------------------------------------------------------------------- CLI
 
 

@@ -54,6 +54,11 @@ import java.util.concurrent.TimeUnit;
  * out/savepoint and out/manifest.json holds the rows emitted before it ({@code before}) and
  * the rows of an uninterrupted run over all records ({@code full}).
  *
+ * <p>Two optional spec fields make a variant (for the value tests, tests/operations/test_sql_values.py):
+ * {@code ttl} sets {@code table.exec.state.ttl} (so the state is TTL-wrapped) and {@code typed:
+ * true} adds the queries of {@link #TYPED_QUERIES} over a view with a column of every SQL type;
+ * the variant's {@code full} rows are those of an uninterrupted run of the same variant.
+ *
  * <p>{@code SqlJob restore results.json requests.json}: per request {path, parallelism,
  * backend, max_parallelism} the job is restored, reads the records from {@value #BATCH1} on and
  * ends; results.json: one {ok, error, rows} per request.
@@ -72,6 +77,31 @@ public final class SqlJob {
     static volatile int emittedRecords;
 
     static final Map<String, String> QUERIES = new LinkedHashMap<>();
+    /** A column of (nearly) every SQL type, nulls included, derived from each record. */
+    static final String TYPED_VIEW = "SELECT id, MOD(id, 7) AS g, rowtime,"
+            + " CAST(id AS INT) AS i, CAST(v AS SMALLINT) AS sm, CAST(v - 5 AS TINYINT) AS ti, v > 5 AS b,"
+            + " CAST(v AS FLOAT) / 4 AS f, CAST(v AS DOUBLE) / 7 AS d,"
+            + " CAST(CAST(id AS DOUBLE) / 4 - 30 AS DECIMAL(10, 2)) AS dc,"
+            + " CAST(CAST(id AS DOUBLE) / 8 - 20 AS DECIMAL(38, 18)) AS dw,"
+            + " CAST(id * 1000003 AS DECIMAL(19, 0)) AS d19,"
+            + " k AS s, CAST(k AS CHAR(6)) AS ch, CASE WHEN MOD(id, 3) = 0 THEN NULL ELSE CONCAT(k, '-é-long') END AS sn,"
+            + " CAST(k AS BYTES) AS vb, CAST(CONCAT(k, '-bytes-', k) AS BYTES) AS vbl,"
+            + " CAST(CAST(rowtime AS TIMESTAMP(3)) AS DATE) AS dt, CAST(CAST(rowtime AS TIMESTAMP(3)) AS TIME(0)) AS tm,"
+            + " CAST(rowtime AS TIMESTAMP(3)) AS ts3,"
+            + " TIMESTAMPADD(SECOND, CAST(id AS INT), TIMESTAMP '2024-01-01 00:00:00.123456789') AS ts9,"
+            + " CAST(TIMESTAMPADD(MINUTE, CAST(id AS INT), TIMESTAMP '1969-12-31 23:59:59.999999') AS TIMESTAMP_LTZ(6)) AS ltz6,"
+            + " ARRAY[id, CASE WHEN MOD(id, 2) = 0 THEN NULL ELSE v END] AS arr,"
+            + " ARRAY[k, CONCAT(k, '-a-longer-string')] AS sarr,"
+            + " MAP[k, v, CONCAT(k, 'x'), CAST(NULL AS BIGINT)] AS m,"
+            + " MAP[CAST(id AS INT), k] AS mi,"
+            + " ROW(id, k, CAST(v AS DECIMAL(20, 3))) AS r,"
+            // nulls of non-compact DECIMAL and TIMESTAMP: generated code keeps their var-part space
+            + " CASE WHEN MOD(id, 3) = 0 THEN NULL ELSE CAST(id AS DECIMAL(30, 4)) END AS dn,"
+            + " CASE WHEN MOD(id, 2) = 0 THEN NULL ELSE CAST(CAST(rowtime AS TIMESTAMP(3)) AS TIMESTAMP(6)) END AS tn"
+            + " FROM src";
+    static final String TYPED_COLUMNS = "id, g, i, sm, ti, b, f, d, dc, dw, d19, s, ch, sn, vb, vbl, dt, tm, ts3, ts9, ltz6,"
+            + " arr, sarr, m, mi, r, dn, tn";
+    static final Map<String, String> TYPED_QUERIES = new LinkedHashMap<>();
 
     static {
         QUERIES.put("agg", "SELECT k, COUNT(DISTINCT v) AS dv, COUNT(*) AS c, SUM(v) AS s FROM src GROUP BY k");
@@ -93,6 +123,13 @@ public final class SqlJob {
                 + " DEFINE A AS A.v < 3, B AS B.v >= 3, C AS C.v < 3)");
     }
 
+    static {
+        TYPED_QUERIES.put("typed-dedup", "SELECT " + TYPED_COLUMNS + " FROM (SELECT *,"
+                + " ROW_NUMBER() OVER (PARTITION BY g ORDER BY rowtime DESC) AS rn FROM typed) WHERE rn = 1");
+        TYPED_QUERIES.put("typed-agg", "SELECT g, MAX(dw) AS mx, MIN(ts9) AS mn, SUM(dc) AS sm, AVG(d) AS av,"
+                + " MAX(ltz6) AS ml, COLLECT(s) AS ks, COUNT(DISTINCT s) AS ds FROM typed GROUP BY g");
+    }
+
     static Row record(int i) {
         return Row.of((long) i, "k" + (i % 23), (long) (i * 7 % 11));
     }
@@ -105,9 +142,13 @@ public final class SqlJob {
         MiniCluster cluster = Flink.startCluster(4);
         try {
             if (args[0].equals("write")) {
-                List<String> full = full(cluster);
+                Map<String, List<String>> fulls = new HashMap<>();
                 for (JsonNode spec : Flink.readJson(Paths.get(args[1]))) {
-                    write(cluster, spec, full);
+                    String variant = variant(spec);
+                    if (!fulls.containsKey(variant)) {
+                        fulls.put(variant, full(cluster, spec));
+                    }
+                    write(cluster, spec, fulls.get(variant));
                 }
             } else {
                 restoreAll(cluster, Paths.get(args[1]), Paths.get(args[2]));
@@ -119,11 +160,13 @@ public final class SqlJob {
     }
 
     /** The rows of one uninterrupted run over every record. */
-    static List<String> full(MiniCluster cluster) throws Exception {
+    static List<String> full(MiniCluster cluster, JsonNode spec) throws Exception {
         phase = "full";
         EMITTED.clear();
         JobID jobId = new JobID();
-        cluster.submitJob(job(Configuration.fromMap(config("hashmap", 2, 128)), jobId)).get(60, TimeUnit.SECONDS);
+        Map<String, String> c = config("hashmap", 2, 128);
+        variantConfig(c, spec);
+        cluster.submitJob(job(Configuration.fromMap(c), jobId)).get(60, TimeUnit.SECONDS);
         Throwable failure = Flink.jobFailure(cluster, jobId);
         if (failure != null) {
             throw new IllegalStateException("uninterrupted SQL job failed", failure);
@@ -137,6 +180,7 @@ public final class SqlJob {
         Files.createDirectories(out);
         Map<String, String> c = config(
                 spec.get("backend").asText(), spec.get("parallelism").asInt(), spec.get("max_parallelism").asInt());
+        variantConfig(c, spec);
         c.put("execution.checkpointing.storage", "filesystem");
         c.put("execution.checkpointing.dir", out.resolve("checkpoints").toUri().toString());
         phase = "write";
@@ -164,6 +208,9 @@ public final class SqlJob {
         manifest.put("format", format);
         manifest.put("parallelism", spec.get("parallelism").asInt());
         manifest.put("max_parallelism", spec.get("max_parallelism").asInt());
+        if (!variant(spec).isEmpty()) {
+            manifest.put("variant", variant(spec));
+        }
         manifest.put("before", before);
         manifest.put("full", full);
         Flink.writeJson(out.resolve("manifest.json"), manifest);
@@ -190,6 +237,7 @@ public final class SqlJob {
         Map<String, String> c = config(
                 request.get("backend").asText(), request.get("parallelism").asInt(),
                 request.path("max_parallelism").asInt(-1));
+        variantConfig(c, request);
         c.put("execution.state-recovery.path", Paths.get(request.get("path").asText()).toAbsolutePath().toUri().toString());
         c.put("execution.state-recovery.claim-mode", "NO_CLAIM");
         phase = "restore";
@@ -202,6 +250,31 @@ public final class SqlJob {
         }
         return sorted(EMITTED);
     }
+
+    /** "" for the plain job, else e.g. "ttl=1 h,typed". */
+    static String variant(JsonNode spec) {
+        List<String> parts = new ArrayList<>();
+        if (!spec.path("ttl").asText("").isEmpty()) {
+            parts.add("ttl=" + spec.get("ttl").asText());
+        }
+        if (spec.path("typed").asBoolean(false)) {
+            parts.add("typed");
+        }
+        return String.join(",", parts);
+    }
+
+    /** The variant's options as job configuration (read by job()). */
+    static void variantConfig(Map<String, String> c, JsonNode spec) {
+        if (!spec.path("ttl").asText("").isEmpty()) {
+            c.put("table.exec.state.ttl", spec.get("ttl").asText());
+        }
+        if (spec.path("typed").asBoolean(false)) {
+            c.put(TYPED_OPTION, "true");
+        }
+    }
+
+    /** A key of the job's own (Flink ignores unknown keys): add TYPED_QUERIES. */
+    static final String TYPED_OPTION = "statectl.sql-job.typed";
 
     static List<String> sorted(ConcurrentLinkedQueue<String> rows) {
         List<String> lines = new ArrayList<>(rows);
@@ -236,7 +309,12 @@ public final class SqlJob {
                 .watermark("rowtime", "SOURCE_WATERMARK()")
                 .build());
         tables.createTemporaryView("src", table);
-        for (Map.Entry<String, String> query : QUERIES.entrySet()) {
+        Map<String, String> queries = new LinkedHashMap<>(QUERIES);
+        if ("true".equals(conf.toMap().get(TYPED_OPTION))) {
+            tables.createTemporaryView("typed", tables.sqlQuery(TYPED_VIEW));
+            queries.putAll(TYPED_QUERIES);
+        }
+        for (Map.Entry<String, String> query : queries.entrySet()) {
             String name = query.getKey();
             tables.toChangelogStream(tables.sqlQuery(query.getValue()))
                     .map(new Collect(name)).name("collect-" + name).uid("collect-" + name)

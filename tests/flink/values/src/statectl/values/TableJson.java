@@ -87,6 +87,20 @@ final class TableJson {
         } else if (v instanceof TimestampData) {
             // without a type: TIMESTAMP (no zone)
             Json.string(sb, Json.dateTime(((TimestampData) v).toLocalDateTime()));
+        } else if (v instanceof ArrayData && hint != null && Hints.field(hint, "eleType") instanceof LogicalType) {
+            // ArrayDataSerializer used as a state's serializer: its element type
+            logical(sb, v, new ArrayType((LogicalType) Hints.field(hint, "eleType")), depth);
+        } else if (v instanceof MapData && hint != null && Hints.field(hint, "keyType") instanceof LogicalType) {
+            // MapDataSerializer: its key and value types
+            map(sb, (MapData) v, (LogicalType) Hints.field(hint, "keyType"),
+                    (LogicalType) Hints.field(hint, "valueType"), depth);
+        } else if (v instanceof RawValueData && Hints.call(hint, "getInnerSerializer") instanceof TypeSerializer) {
+            // RawValueDataSerializer: RAW is base64 of the value's bytes in its own serializer
+            @SuppressWarnings("unchecked")
+            TypeSerializer<Object> inner = (TypeSerializer<Object>) Hints.call(hint, "getInnerSerializer");
+            @SuppressWarnings("unchecked")
+            RawValueData<Object> raw = (RawValueData<Object>) v;
+            Json.string(sb, Base64.getEncoder().encodeToString(raw.toBytes(inner)));
         } else {
             throw new IllegalStateException("a " + v.getClass().getName() + " without its LogicalType");
         }
