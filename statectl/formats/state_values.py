@@ -118,7 +118,8 @@ class StateCodec:
         """The state's type on one line, e.g. `MAP<STRING, BIGINT>, TTL`."""
         if self.kind == "TIMERS":
             return "TIMERS"
-        value = self.value.describe() if self.value else "?"
+        user_value = self.user_value_codec()
+        value = user_value.describe() if user_value else "?"
         if (self.kind == "LIST" and self.keyed) or self.kind == "UNION":
             value = f"LIST<{value}>"
         if self.kind in ("MAP", "BROADCAST"):
@@ -252,8 +253,8 @@ def map_value(codec: Codec, data: Buffer) -> Any:
     if not data:
         raise FormatError("map value without its null flag")
     if data[0] == MAP_NULL_VALUE:
-        if len(data) > 1 and codec.decode(memoryview(data)[1:]) is not None:
-            raise FormatError("null map value followed by a value")
+        if len(data) > 1 and decode_with(codec, memoryview(data)[1:]) is not None:
+            raise FormatError("null map value followed by bytes that are not its serializer's null")
         return None
     return codec.decode(memoryview(data)[1:])
 

@@ -71,9 +71,35 @@ class _Columns:
     def batch(self) -> pa.RecordBatch:
         import pyarrow as pa
 
-        arrays = [pa.array(self.data[f.name], type=f.type) for f in self.schema]
+        arrays = [_array(self.data[f.name], f.type) for f in self.schema]
         self.data = {name: [] for name in self.schema.names}
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _array(values: list[Any], arrow: pa.DataType) -> pa.Array:
+    """pyarrow builds no nested extension values (Kryo's JSON) from Python objects: those are
+    built in their storage type, then cast."""
+    import pyarrow as pa
+
+    storage = _storage_type(arrow)
+    array = pa.array(values, type=storage)
+    return array if storage == arrow else array.cast(arrow)
+
+
+def _storage_type(arrow: pa.DataType) -> pa.DataType:
+    import pyarrow as pa
+
+    if isinstance(arrow, pa.BaseExtensionType):
+        return _storage_type(arrow.storage_type)
+    if pa.types.is_struct(arrow):
+        return pa.struct([f.with_type(_storage_type(f.type)) for f in arrow])
+    if pa.types.is_map(arrow):
+        return pa.map_(_storage_type(arrow.key_type), _storage_type(arrow.item_type))
+    if pa.types.is_large_list(arrow):
+        return pa.large_list(arrow.value_field.with_type(_storage_type(arrow.value_type)))
+    if pa.types.is_list(arrow):
+        return pa.list_(arrow.value_field.with_type(_storage_type(arrow.value_type)))
+    return arrow
 
 
 def keyed_batches(
