@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated
 
 import typer
@@ -78,26 +79,14 @@ def export_command(
     engine = choose_engine(
         use_spark, master, parse_spark_conf(conf), sp.directory, locate(out, options)
     )
-    if typed:
-        from statectl.operations.typed_export import export_typed
+    from statectl.operations.typed_export import export_typed
 
-        report = export_typed(
-            sp,
-            out,
-            operator=operator,
-            state=state,
-            engine=engine,
-            overwrite=overwrite,
-            storage_options=options,
-        )
-        output.renderer(json_output).export(report)
-        return
-    report = export(
+    run = export_typed if typed else functools.partial(export, folder=use_spark)
+    report = run(
         sp,
         out,
         operator=operator,
         state=state,
-        folder=use_spark,
         engine=engine,
         overwrite=overwrite,
         storage_options=options,
