@@ -37,6 +37,7 @@ from statectl.savepoint.entries import (
 )
 from statectl.savepoint.reader import open_savepoint
 from tests.flink import harness
+from tests.operations.test_values_truth import exported_lines
 
 pytestmark = [pytest.mark.flink]
 
@@ -96,30 +97,7 @@ def exported(name: str, tmp_path: Path) -> list[dict[str, Any]]:
     """`statectl export`'s rows in the dumper's shape (JSON columns parsed)."""
     out = tmp_path / "export.parquet"
     export(open_savepoint(str(savepoint_of(name))), str(out))
-
-    def parsed(text: str | None) -> Any:
-        return None if text is None else json.loads(text)
-
-    lines = []
-    for row in pq.read_table(out).to_pylist():
-        line = {
-            "operator_id": row["operator_id"],
-            "state": row["state"],
-            "kind": row["kind"],
-            "key": parsed(row["key_json"]),
-            "namespace": parsed(row["namespace_json"]),
-            "user_key": parsed(row["user_key_json"]),
-            "value": parsed(row["value_json"]),
-            "ttl_timestamp": parsed(row["ttl_timestamp_json"]),
-            "raw_reason": row["raw_reason"],
-            "timestamp": row["timestamp"],
-        }
-        if row["scope"] == "keyed":
-            line["key_group"] = row["key_group"]
-        else:
-            line["subtask"] = row["subtask"]
-        lines.append(line)
-    return lines
+    return exported_lines(pq.read_table(out).to_pylist())
 
 
 def grouped(lines: list[dict[str, Any]]) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
