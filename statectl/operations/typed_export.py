@@ -14,6 +14,7 @@ folder is staged and moved into place at the end, and an existing one is replace
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
@@ -89,7 +90,9 @@ def plan_typed(sp: Savepoint, operator: str | None, state: str | None) -> list[T
     return numbered
 
 
-def task_batches(task: TypedTask, raw: tables.RawTally) -> tuple[pa.Schema, Any]:
+def task_batches(
+    task: TypedTask, raw: tables.RawTally
+) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
     """The task's state schema and its record batches (streamed)."""
     if task.keyed is not None:
         header = task.keyed.header()
