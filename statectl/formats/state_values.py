@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
+from statectl.formats import source_state
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.values import (
@@ -30,6 +31,7 @@ from statectl.formats.values import (
     TtlValue,
     codec_for,
 )
+from statectl.formats.values.source_splits import source_codec
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -306,7 +308,24 @@ def operator_codec(
         return StateCodec(kind, keyed=False)
     context = Context(flink_major)
     key = _codec(meta.key_serializer, context) if kind == "BROADCAST" else None
-    return StateCodec(kind, False, key, None, None, _codec(meta.value_serializer, context))
+    value = _source_codec(meta) or _codec(meta.value_serializer, context)
+    return StateCodec(kind, False, key, None, None, value)
+
+
+def _source_codec(meta: StateMetaInfo) -> Codec | None:
+    """A source's splits (or the legacy Kafka consumer's offsets) are read as positions when
+    the state's name and serializer are the ones Flink gives them."""
+    serializer = meta.value_serializer
+    expected = _SOURCE_STATE_SERIALIZERS.get(meta.name)
+    if serializer is None or expected is None or expected not in serializer.class_name:
+        return None
+    return source_codec(meta.name)
+
+
+_SOURCE_STATE_SERIALIZERS = {
+    source_state.READER_STATE: "BytePrimitiveArraySerializer",
+    source_state.LEGACY_KAFKA_STATE: "TupleSerializer",
+}
 
 
 def flink_major(metadata_version: int) -> int:
