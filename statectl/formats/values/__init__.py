@@ -4,7 +4,7 @@
 registers every family (one module each).
 """
 
-from statectl.formats.values import composites, kryo, pojo, row_data, scalars  # noqa: F401  (registration)
+from statectl.formats.values import avro, composites, kryo, pojo, row_data, scalars  # noqa: F401  (registration)
 from statectl.formats.values.composites import TtlCodec
 from statectl.formats.values.model import (
     Codec,
