@@ -9,6 +9,7 @@ import typer
 
 from statectl.cli.options import (
     DEFAULT_MASTER,
+    AllowExternalFilesOption,
     DestinationOption,
     DryRunOption,
     HeadStartOption,
@@ -41,16 +42,18 @@ def convert(
     dry_run: DryRunOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
-    """Turn RocksDB (or ForSt) native keyed state into canonical key-group blocks, or canonical
-    keyed state into RocksDB native instances, at the same parallelism.
+    """Convert keyed state between RocksDB native instances and canonical key-group blocks.
 
-    Each RocksDB instance (native savepoint, or incremental checkpoint with its shared files) is
-    opened read-only with rocksdict on the Spark executor's local disk; its rows become
-    canonical blocks, which the hashmap and RocksDB backends restore (Flink 2.3's ForSt restores
-    no canonical savepoint). With --format native, every subtask's keyed state becomes a
-    RocksDB instance (a NATIVE savepoint, for the RocksDB backend). Other state is copied, so
-    the output is self-contained; the input is never modified.
+    RocksDB (or ForSt) native keyed state becomes canonical key-group blocks, or canonical keyed
+    state RocksDB native instances, at the same parallelism. Each RocksDB instance (native
+    savepoint, or incremental checkpoint with its shared files) is opened read-only with
+    rocksdict on the Spark executor's local disk; its rows become canonical blocks, which the
+    hashmap and RocksDB backends restore (Flink 2.3's ForSt restores no canonical savepoint).
+    With --format native, every subtask's keyed state becomes a RocksDB instance (a NATIVE
+    savepoint, for the RocksDB backend). Other state is copied, so the output is self-contained;
+    the input is never modified.
 
     Examples:
 
@@ -63,7 +66,9 @@ def convert(
     from statectl.operations.rescale.plan import plan_rescale
 
     keyed_format = parse_keyed_format(format)
-    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf, head_start)
+    flags = WriteFlags(
+        destination, overwrite, dry_run, json_output, master, conf, head_start, allow_external_files
+    )
     plan_and_write(
         "convert",
         source,

@@ -8,6 +8,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     JsonOption,
     MasterImpliesSparkOption,
     OperatorOption,
@@ -37,6 +38,7 @@ def diff_command(
     master: MasterImpliesSparkOption = None,
     conf: SparkConfOption = None,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Compare the state of two savepoints, whatever their parallelism and file layout.
 
@@ -50,13 +52,14 @@ def diff_command(
 
       statectl diff s3://b/sp s3://b/sp-p16 --operator enrich --json | jq '.states[]'
     """
-    from statectl.execution.engine import choose_engine
+    from statectl.execution.factory import choose_engine
     from statectl.operations.diff import diff, wants_spark
     from statectl.operations.verify import ensure_consistent
     from statectl.savepoint.reader import open_savepoint
 
     options = parse_storage_options(storage_option)
-    sp_a, sp_b = open_savepoint(a, options), open_savepoint(b, options)
+    sp_a = open_savepoint(a, options, allow_external_files)
+    sp_b = open_savepoint(b, options, allow_external_files)
     ensure_consistent(sp_a)  # refuse inconsistent input before reading entries
     ensure_consistent(sp_b)
     use_spark = wants_spark(sp_a, sp_b, operator, True if master else spark)

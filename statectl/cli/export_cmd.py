@@ -9,6 +9,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     JsonSummaryOption,
     MasterImpliesSparkOption,
     OperatorOption,
@@ -47,6 +48,7 @@ def export_command(
     overwrite: OverwriteOutOption = False,
     json_output: JsonSummaryOption = False,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Write one Parquet row per state entry: raw bytes plus JSON-decoded columns.
 
@@ -66,14 +68,14 @@ def export_command(
 
       statectl export s3://b/sp -o s3://b/sp-export/ --spark --master spark://host:7077
     """
-    from statectl.execution.engine import choose_engine
+    from statectl.execution.factory import choose_engine
     from statectl.operations.export import export  # pyarrow: for this command only
     from statectl.operations.verify import ensure_consistent
     from statectl.savepoint.reader import open_savepoint
     from statectl.savepoint.storage import locate
 
     options = parse_storage_options(storage_option)
-    sp = open_savepoint(path, options)
+    sp = open_savepoint(path, options, allow_external_files)
     ensure_consistent(sp, [sp.find_operator(operator)] if operator else None)
     use_spark = spark or master is not None
     engine = choose_engine(

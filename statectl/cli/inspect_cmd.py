@@ -8,6 +8,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     JsonOption,
     OperatorOption,
     SavepointArgument,
@@ -24,6 +25,7 @@ def inspect(
         bool, typer.Option("--deep", help="Walk every key-group block and count entries per state.")
     ] = False,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Show operators, states, key-group ranges and bytes per subtask.
 
@@ -39,6 +41,6 @@ def inspect(
     from statectl.operations.verify import ensure_consistent
     from statectl.savepoint.reader import open_savepoint
 
-    savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    savepoint = open_savepoint(path, parse_storage_options(storage_option), allow_external_files)
     ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
     output.renderer(json_output).inspect(summarize(savepoint, operator=operator, deep=deep))

@@ -33,8 +33,29 @@ from statectl.cli.options import DebugOption
 from statectl.cli.output import print_error
 from statectl.errors import StatectlError, one_line
 
+
+def _without_flag_types(params: list[Any]) -> list[Any]:
+    """A flag takes no value: `--help` shows no `<bool>` beside it (typer's type marker comes
+    from the metavar when one is set)."""
+    for param in params:
+        if isinstance(param, typer.core.TyperOption) and param.is_flag and param.metavar is None:
+            param.metavar = ""
+    return params
+
+
+class _Command(typer.core.TyperCommand):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_types(super().get_params(ctx))
+
+
+class _Group(typer.core.TyperGroup):
+    def get_params(self, ctx: Any) -> list[Any]:
+        return _without_flag_types(super().get_params(ctx))
+
+
 app = typer.Typer(
     name="statectl",
+    cls=_Group,
     help=(
         "Inspect, rescale and migrate Apache Flink savepoints without a JVM.\n\n"
         "Examples:\n\n"
@@ -70,16 +91,16 @@ def _global_options(
     _debug = debug
 
 
-app.command("inspect", no_args_is_help=True)(inspect_cmd.inspect)
-app.command("plan", no_args_is_help=True)(plan_cmd.plan)
-app.command("rescale", no_args_is_help=True)(rescale_cmd.rescale)
-app.command("convert", no_args_is_help=True)(convert_cmd.convert)
-app.command("diff", no_args_is_help=True)(diff_cmd.diff_command)
-app.command("export", no_args_is_help=True)(export_cmd.export_command)
-app.command("verify", no_args_is_help=True)(verify_cmd.verify)
-app.command("migrate", no_args_is_help=True)(migrate_cmd.migrate_command)
-app.command("uid-hash", no_args_is_help=True)(uid_hash_cmd.uid_hash)
-app.command("positions", no_args_is_help=True)(positions_cmd.positions_command)
+app.command("inspect", no_args_is_help=True, cls=_Command)(inspect_cmd.inspect)
+app.command("plan", no_args_is_help=True, cls=_Command)(plan_cmd.plan)
+app.command("rescale", no_args_is_help=True, cls=_Command)(rescale_cmd.rescale)
+app.command("convert", no_args_is_help=True, cls=_Command)(convert_cmd.convert)
+app.command("diff", no_args_is_help=True, cls=_Command)(diff_cmd.diff_command)
+app.command("export", no_args_is_help=True, cls=_Command)(export_cmd.export_command)
+app.command("verify", no_args_is_help=True, cls=_Command)(verify_cmd.verify)
+app.command("migrate", no_args_is_help=True, cls=_Command)(migrate_cmd.migrate_command)
+app.command("uid-hash", no_args_is_help=True, cls=_Command)(uid_hash_cmd.uid_hash)
+app.command("positions", no_args_is_help=True, cls=_Command)(positions_cmd.positions_command)
 
 
 @functools.cache

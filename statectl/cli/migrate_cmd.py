@@ -8,6 +8,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     DestinationOption,
     JsonOption,
     OverwriteOption,
@@ -44,6 +45,7 @@ def migrate_command(
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Rename operator uids and drop operators, writing a new self-contained savepoint.
 
@@ -72,7 +74,7 @@ def migrate_command(
             "nothing to do: give at least one of them", param_hint="'--rename-uid' / '--drop'"
         )
     options = parse_storage_options(storage_option)
-    savepoint = open_savepoint(source, options)
+    savepoint = open_savepoint(source, options, allow_external_files)
     ensure_consistent(savepoint, copies_only=True)  # refuse inconsistent input before writing
     plan = plan_migration(savepoint, renames, drop or ())
     output.warn_stale_staging(stale_staging(destination, options))

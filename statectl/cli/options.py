@@ -41,10 +41,19 @@ OperatorOption = Annotated[
     str | None,
     typer.Option("--operator", "-O", help="Only this operator (uid, name or 32-hex id)."),
 ]
+AllowExternalFilesOption = Annotated[
+    bool,
+    typer.Option(
+        "--allow-external-files",
+        help="Read files that absolute state handles name anywhere; by default only in the "
+        "checkpoint's own folder and its job's shared and taskowned folders.",
+    ),
+]
 StorageOptionFlags = Annotated[
     list[str] | None,
     typer.Option(
         "--storage-option",
+        metavar="KEY=VALUE",
         help="fsspec storage option KEY=VALUE (repeatable), e.g. endpoint_url=http://…",
     ),
 ]
@@ -66,7 +75,8 @@ HeadStartOption = Annotated[
     ),
 ]
 SparkConfOption = Annotated[
-    list[str] | None, typer.Option("--conf", help="Spark configuration KEY=VALUE (repeatable).")
+    list[str] | None,
+    typer.Option("--conf", metavar="KEY=VALUE", help="Spark configuration KEY=VALUE (repeatable)."),
 ]
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from statectl.cli.units import human_bytes
@@ -269,35 +269,98 @@ def _print_summary(summary: SavepointSummary) -> None:
         f"[bold]{summary.location}[/]  {summary.snapshot}, metadata v{summary.metadata_version}, "
         f"checkpoint {summary.checkpoint_id}, {counted(len(summary.operators), 'operator')}"
     )
-    _stdout().print(_operators_table(summary))
+    print_line("Operators")
+    _stdout().print(_operators_table(summary), crop=False)  # never cut a wide table
     for op in summary.operators:
         if op.states or any(s.keyed_bytes or s.operator_bytes for s in op.subtasks):
             _print_operator_detail(op, summary.deep)
 
 
+# Columns of the operators table a narrow terminal drops, least useful first: uids and ids are
+# what users copy, so they are never cut and never dropped.
+_DROPPABLE = ("max parallelism", "states", "name", "parallelism", "bytes")
+_WHOLE = ("uid", "operator id")
+_RIGHT = ("bytes",)
+
+
 def _operators_table(summary: SavepointSummary) -> Table:
+    """The widest table that fits the terminal without cutting a uid or an id: other columns
+    wrap, then the least useful are dropped; a terminal too narrow for uids and ids alone gets
+    a wider table (printed uncropped, the terminal wraps its lines) rather than a cut one."""
     from rich.table import Table
 
-    table = Table(title="Operators", title_justify="left")
-    for column in ("uid", "name", "operator id", "parallelism", "max parallelism", "states"):
-        table.add_column(column)
-    table.add_column("bytes", justify="right")
-    for op in summary.operators:
-        table.add_row(
-            op.uid or "-",
-            op.name or "-",
-            op.id,
-            "finished" if op.finished else str(op.parallelism),
-            str(op.max_parallelism),
-            str(len(op.states)),
-            human_bytes(op.total_bytes),
+    columns = _operator_columns(summary)
+    widths = _column_widths(columns, _stdout().width)
+    table = Table(width=_table_width(widths.values()))  # fixed: rich would shrink every column
+    for name, width in widths.items():
+        table.add_column(
+            name,
+            width=width,
+            no_wrap=name in _WHOLE,
+            overflow="fold",
+            justify="right" if name in _RIGHT else "left",
         )
+    for row in zip(*(columns[name] for name in widths), strict=True):
+        table.add_row(*row)
     return table
 
 
+def _column_widths(columns: dict[str, list[str]], terminal: int) -> dict[str, int]:
+    """Each kept column's width: its minimum, then what the terminal has left, in column order,
+    up to the column's widest cell."""
+    minimum = {name: _min_width(name, cells) for name, cells in columns.items()}
+    for column in _DROPPABLE:
+        if _table_width(minimum.values()) <= terminal:
+            break
+        del minimum[column]
+    spare = terminal - _table_width(minimum.values())
+    widths = {}
+    for name, least in minimum.items():
+        widths[name] = least + max(0, min(spare, _max_width(name, columns[name]) - least))
+        spare -= widths[name] - least
+    return widths
+
+
+def _operator_columns(summary: SavepointSummary) -> dict[str, list[str]]:
+    """The operators table, by column: header → cells."""
+    ops = summary.operators
+    return {
+        "uid": [op.uid or "-" for op in ops],
+        "name": [op.name or "-" for op in ops],
+        "operator id": [op.id for op in ops],
+        "parallelism": ["finished" if op.finished else str(op.parallelism) for op in ops],
+        "max parallelism": [str(op.max_parallelism) for op in ops],
+        "states": [str(len(op.states)) for op in ops],
+        "bytes": [human_bytes(op.total_bytes) for op in ops],
+    }
+
+
+def _max_width(header: str, cells: Sequence[str]) -> int:
+    return max(len(text) for text in (header, *cells))
+
+
+def _min_width(header: str, cells: Sequence[str]) -> int:
+    """Uids and ids whole, other cells wrapped at spaces (headers too)."""
+    if header in _WHOLE:
+        return _max_width(header, cells)
+    return max(len(word) for text in (header, *cells) for word in text.split())
+
+
+def _table_width(widths: Iterable[int]) -> int:
+    """The width of a rich table with these column widths: one space of padding either side of
+    each column, a border before each column and one ending the row."""
+    return sum(width + 3 for width in widths) + 1
+
+
 def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
+    # Titles are plain lines, not table titles: a table title folds a uid wider than the table.
     if op.states:
+        title = f"{op.uid or op.id}: states"
+        if op.key_serializer:
+            title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
+        print_line(title)
         _stdout().print(_operator_states_table(op, deep))
+    print_line(f"{op.uid or op.id}: subtasks")
     _stdout().print(_subtasks_table(op))
     if any(s.native for s in op.subtasks):
         _print_native_files(op)
@@ -306,10 +369,7 @@ def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
 def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
     from rich.table import Table
 
-    title = f"{op.uid or op.id}: states"
-    if op.key_serializer:
-        title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
-    table = Table(title=title, title_justify="left")
+    table = Table()
     for column in ("state", "scope", "kind", "mode"):
         table.add_column(column)
     table.add_column("type", overflow="fold")
@@ -335,7 +395,7 @@ def _raw_cell(state: StateSummary) -> str:
 def _subtasks_table(op: OperatorSummary) -> Table:
     from rich.table import Table
 
-    table = Table(title=f"{op.uid or op.id}: subtasks", title_justify="left")
+    table = Table()
     for column in ("subtask", "key groups", "keyed format"):
         table.add_column(column)
     table.add_column("keyed bytes", justify="right")
@@ -356,7 +416,8 @@ def _print_native_files(op: OperatorSummary) -> None:
     """Per RocksDB instance: its files, shared (across checkpoints) or private, and sizes."""
     from rich.table import Table
 
-    table = Table(title=f"{op.uid or op.id}: RocksDB native files", title_justify="left")
+    print_line(f"{op.uid or op.id}: RocksDB native files")
+    table = Table()
     for column in ("subtask", "file", "kind", "scope"):
         table.add_column(column)
     table.add_column("bytes", justify="right")

@@ -8,6 +8,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     JsonOption,
     OperatorOption,
     SavepointArgument,
@@ -42,6 +43,7 @@ def plan(
         ),
     ] = None,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Bytes per key group and per new subtask at each candidate parallelism, and the skew.
 
@@ -60,7 +62,7 @@ def plan(
     from statectl.savepoint.reader import open_savepoint
 
     candidates = _candidates(parallelism)
-    savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    savepoint = open_savepoint(path, parse_storage_options(storage_option), allow_external_files)
     ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
     result = plan_parallelism(savepoint, operator, candidates, deep)
     output.renderer(json_output).parallelism_plan(result)

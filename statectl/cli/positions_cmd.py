@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     JsonOption,
     OperatorOption,
     SavepointArgument,
@@ -16,9 +17,12 @@ def positions_command(
     json_output: JsonOption = False,
     operator: OperatorOption = None,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
-    """Show each source's splits and offsets: FileSource, KafkaSource, NumberSequenceSource,
-    the legacy FlinkKafkaConsumer; other sources as unrecognised splits.
+    """Show each source's splits and offsets, where the job resumes reading.
+
+    FileSource, KafkaSource, NumberSequenceSource and the legacy FlinkKafkaConsumer are decoded;
+    other sources are shown as unrecognised splits.
 
     Examples:
 
@@ -31,7 +35,7 @@ def positions_command(
     from statectl.operations.positions import positions
     from statectl.savepoint.reader import open_savepoint
 
-    savepoint = open_savepoint(path, parse_storage_options(storage_option))
+    savepoint = open_savepoint(path, parse_storage_options(storage_option), allow_external_files)
     report = positions(savepoint, operator)
     if json_output:
         print_json(positions_view.positions_json(report))

@@ -14,6 +14,7 @@ import typer
 from statectl.cli import output
 from statectl.cli.options import (
     DEFAULT_MASTER,
+    AllowExternalFilesOption,
     DestinationOption,
     DryRunOption,
     HeadStartOption,
@@ -70,6 +71,7 @@ def rescale(
     dry_run: DryRunOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Repartition keyed state by key group and redistribute operator state, as Flink would.
 
@@ -105,7 +107,9 @@ def rescale(
             savepoint, parallelism, overrides, max_parallelism, parse_keyed_format(keyed_format)
         )
 
-    flags = WriteFlags(destination, overwrite, dry_run, json_output, master, conf, head_start)
+    flags = WriteFlags(
+        destination, overwrite, dry_run, json_output, master, conf, head_start, allow_external_files
+    )
     plan_and_write("rescale", source, storage_option, flags, plan_with)
 
 
@@ -137,6 +141,7 @@ class WriteFlags:
     master: str
     conf: list[str] | None
     head_start: bool = True
+    allow_external_files: bool = False  # read, not written: see `open_savepoint`
 
 
 def plan_and_write(
@@ -165,7 +170,7 @@ def plan_and_write(
     from statectl.savepoint.reader import open_savepoint
 
     clock = [time.monotonic()]
-    savepoint = open_savepoint(source, options)
+    savepoint = open_savepoint(source, options, flags.allow_external_files)
     ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
     clock.append(time.monotonic())
     plan = make_plan(savepoint)

@@ -16,10 +16,10 @@ def uid_hash(
     ],
     json_output: JsonOption = False,
 ) -> None:
-    """Print the operator id (32 hex) Flink gives each uid: murmur3_128, seed 0, of its UTF-8.
+    """Print the operator id (32 hex) Flink gives each uid.
 
-    The id is what `_metadata` stores and what Flink's logs and web UI show; use it to find an
-    operator's state, or with setUidHash.
+    The id, murmur3_128 with seed 0 of the uid's UTF-8 bytes, is what `_metadata` stores and
+    what Flink's logs and web UI show; use it to find an operator's state, or with setUidHash.
 
     Examples:
 

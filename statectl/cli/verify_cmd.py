@@ -12,6 +12,7 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    AllowExternalFilesOption,
     JsonOption,
     SavepointArgument,
     StorageOptionFlags,
@@ -30,6 +31,7 @@ def verify(
     ] = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
     """Check that a savepoint is complete and consistent; exit 1 when it is not.
 
@@ -45,7 +47,8 @@ def verify(
     """
     from statectl.operations.verify import verify_location
 
-    result = verify_location(path, parse_storage_options(storage_option), deep)
+    options = parse_storage_options(storage_option)
+    result = verify_location(path, options, deep, allow_external_files)
     output.renderer(json_output).verify(result)
     if not result.ok:
         raise typer.Exit(1)

@@ -11,15 +11,10 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, TypeVar, Union, cast
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from typing import Protocol, TypeVar, cast
 
 from statectl.progress import Progress, ProgressCallback
-
-if TYPE_CHECKING:
-    from statectl.execution.head_start import HeadStartEngine
-    from statectl.execution.spark import SparkEngine
-    from statectl.savepoint.storage import Location
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -113,8 +108,40 @@ class LocalEngine:
         ]
 
 
-# Union, not `|`: the Spark engines are imported for type checking only.
-Engine = Union[LocalEngine, "SparkEngine", "HeadStartEngine"]
+class Engine(Protocol):
+    """What every engine does (`LocalEngine`, `spark.SparkEngine`, `head_start.HeadStartEngine`;
+    `factory.choose_engine` picks one): a protocol, so this module imports none of them."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def tasks_run(self) -> Counter[str]: ...
+    def start(self) -> None: ...
+    def start_in_background(self) -> None: ...
+    def run(
+        self,
+        tasks: Sequence[T],
+        fn: Callable[[T], R],
+        work: Work[T] | None = None,
+        progress: ProgressCallback | None = None,
+        spark_only: Callable[[T], bool] | None = None,
+    ) -> list[R]: ...
+    def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]: ...
+    def group_reduce(
+        self,
+        tasks: Sequence[T],
+        emit: Callable[[T], list[tuple[K, V]]],
+        reduce: Callable[[K, list[V]], R],
+    ) -> list[R]: ...
+    def sort_partitions(
+        self,
+        sources: Sequence[T],
+        records: Callable[[T], Iterable[tuple[SortKey, V]]],
+        partitions: int,
+        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
+        work: Work[T] | None = None,
+        spark_only: Callable[[T], bool] | None = None,
+    ) -> list[R]: ...
 
 
 def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
@@ -123,25 +150,3 @@ def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
         return 0, 0
     shares = [work(task) for task in tasks]
     return sum(files for files, _ in shares), sum(size for _, size in shares)
-
-
-def choose_engine(
-    use_spark: bool,
-    master: str | None,
-    conf: Mapping[str, str] | None,
-    *locations: Location,
-    head_start: bool = False,
-) -> Engine:
-    """Spark when asked, except over storage only this process sees (`memory://`), whose files
-    Spark's workers could not read: that work runs here. `head_start`: an embedded (local
-    mode) Spark's first tasks run here while it starts (`head_start.HeadStartEngine`)."""
-    if not use_spark or any(location.is_process_local for location in locations):
-        return LocalEngine()
-    from statectl.execution.spark import SparkEngine  # lazy: pyspark is heavy
-
-    spark = SparkEngine(master or "local[*]", dict(conf or {}))
-    if head_start and spark.master.startswith("local"):
-        from statectl.execution.head_start import HeadStartEngine
-
-        return HeadStartEngine(spark)
-    return spark

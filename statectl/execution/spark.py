@@ -37,7 +37,8 @@ from statectl.execution.engine import SortKey, Work, total_work
 from statectl.progress import Progress, ProgressCallback, finished
 
 if TYPE_CHECKING:
-    from pyspark import SparkContext
+    from py4j.java_gateway import JavaGateway
+    from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -91,11 +92,42 @@ def spark_context(
     for key, value in settings.items():
         spark_conf.set(key, value)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    context = SparkContext.getOrCreate(spark_conf)
+    with SparkContext._lock:  # getOrCreate's, over a JVM launched by `_launch_jvm`
+        context = SparkContext._active_spark_context or SparkContext(
+            conf=spark_conf, gateway=None if SparkContext._gateway else _launch_jvm(spark_conf)
+        )
     context.setLogLevel("WARN")
     if not master.startswith("local"):
         _ship_package(context)
     return context
+
+
+# Printed by the JVM itself at start-up (so no logging setting hides it): Spark's launcher
+# always adds `--add-modules=jdk.incubator.vector` (JavaModuleOptions, Spark 4).
+_INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def _launch_jvm(conf: SparkConf) -> JavaGateway:
+    """pyspark's gateway JVM, its stderr (and its Python workers') copied to ours but for the
+    incubator warning. The pipe is read before the launch: a JVM that fails to start says why."""
+    from pyspark.java_gateway import launch_gateway
+
+    read_end, write_end = os.pipe()
+    threading.Thread(
+        target=_forward_stderr, args=(read_end,), name="statectl-jvm-stderr", daemon=True
+    ).start()
+    try:
+        return launch_gateway(conf, popen_kwargs={"stderr": write_end})  # type: ignore[no-untyped-call]
+    finally:
+        os.close(write_end)  # the JVM holds its own copy; the copy ends when it exits
+
+
+def _forward_stderr(read_end: int) -> None:
+    with os.fdopen(read_end, "rb") as jvm, os.fdopen(os.dup(2), "wb") as stderr:
+        for line in jvm:
+            if line.rstrip(b"\r\n") != _INCUBATOR_WARNING:
+                stderr.write(line)
+                stderr.flush()
 
 
 def _context_running() -> bool:

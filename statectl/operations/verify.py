@@ -116,11 +116,14 @@ class Verification:
 
 
 def verify_location(
-    url: str, storage_options: dict[str, Any] | None = None, deep: bool = False
+    url: str,
+    storage_options: dict[str, Any] | None = None,
+    deep: bool = False,
+    allow_external_files: bool = False,
 ) -> Verification:
     """Open and verify; a savepoint that cannot be opened is one finding, not an exception."""
     try:
-        sp = open_savepoint(url, storage_options)
+        sp = open_savepoint(url, storage_options, allow_external_files)
     except StatectlError as exc:
         return Verification(url, deep, (Finding(None, None, None, exc.source or url, exc.message),))
     return verify(sp, deep)

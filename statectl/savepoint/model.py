@@ -73,6 +73,7 @@ class Savepoint:
     directory: Location
     metadata: CheckpointMetadata
     storage_options: dict[str, Any] | None = None
+    allow_external_files: bool = False  # absolute handles anywhere (`absolute`)
 
     @property
     def metadata_location(self) -> Location:
@@ -113,10 +114,10 @@ class Savepoint:
                 location = self.contained(path)
                 return StateStream(location.url, size, None, location)
             case FileHandle(path, size):
-                location = self.in_job_folder(path)
+                location = self.absolute(path)
                 return StateStream(location.url, size, None, location)
             case SegmentFileHandle(start, size, _, physical_path, _):
-                location = self.in_job_folder(physical_path)
+                location = self.absolute(physical_path)
                 return StateStream(location.url, size, None, location, start)
             case EmptySegmentFileHandle():
                 return StateStream("empty file-merging segment", 0, b"")
@@ -159,23 +160,31 @@ class Savepoint:
             )
         return location
 
-    def in_job_folder(self, absolute: str) -> Location:
+    def absolute(self, path: str) -> Location:
         """The file an absolute handle (code 2, file-merging segments) names.
 
-        Flink writes them only into retained checkpoints, for files of the job's own checkpoint
-        folder: `<checkpoint dir>/<job id>/{chk-N,shared,taskowned}/…`, the parent of the folder
-        holding `_metadata`. A handle anywhere else is refused, as relative ones leaving the
-        savepoint are.
+        Flink writes them only into checkpoints, for files of the job's checkpoint folder:
+        `<job id>/chk-N/…` (beside `_metadata`), `<job id>/shared/…` and `<job id>/taskowned/…`.
+        A handle anywhere else is refused unless `allow_external_files`: a `_metadata` from
+        elsewhere must not make statectl read, copy or export any file it names.
         """
-        location = locate(absolute, self.storage_options)
-        job_folder = self.directory.parent
-        if not _within(location, job_folder):
-            raise SavepointError(
-                f"state handle {absolute!r} points outside the checkpoint's job folder"
-                f" {job_folder.url}",
-                self.metadata_location.url,
-            )
-        return location
+        location = locate(path, self.storage_options)
+        if self.allow_external_files or any(
+            _within(location, folder) for folder in self.checkpoint_folders()
+        ):
+            return location
+        raise SavepointError(
+            f"state handle {path!r} points outside the checkpoint's folders"
+            f" ({', '.join(folder.name for folder in self.checkpoint_folders())});"
+            " pass --allow-external-files to read it",
+            self.metadata_location.url,
+        )
+
+    def checkpoint_folders(self) -> tuple[Location, ...]:
+        """Where a checkpoint's absolute handles point: its own folder and the job's shared
+        and task-owned folders beside it."""
+        job = self.directory.parent
+        return self.directory, job.child("shared"), job.child("taskowned")
 
     def subtasks(self, op: OperatorState) -> Iterator[SubtaskState]:
         """Subtasks with state (finished subtasks carry none)."""

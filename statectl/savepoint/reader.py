@@ -12,8 +12,12 @@ from statectl.savepoint.model import METADATA_FILE, Savepoint
 from statectl.savepoint.storage import locate
 
 
-def open_savepoint(url: str, storage_options: dict[str, Any] | None = None) -> Savepoint:
-    """Read and parse `_metadata`; handles resolve against the folder that holds it (§2.10)."""
+def open_savepoint(
+    url: str, storage_options: dict[str, Any] | None = None, allow_external_files: bool = False
+) -> Savepoint:
+    """Read and parse `_metadata`; handles resolve against the folder that holds it (§2.10).
+    `allow_external_files`: absolute handles may name files outside the checkpoint's folders
+    (`Savepoint.absolute`)."""
     location = locate(url, storage_options)
     if location.name == METADATA_FILE:
         metadata_location, directory = location, location.parent
@@ -28,7 +32,9 @@ def open_savepoint(url: str, storage_options: dict[str, Any] | None = None) -> S
         metadata = read_metadata(data)
     except StatectlError as exc:
         raise exc.with_source(metadata_location.url) from None
-    return Savepoint(directory, _without_empty_segments(metadata), storage_options)
+    return Savepoint(
+        directory, _without_empty_segments(metadata), storage_options, allow_external_files
+    )
 
 
 def _without_empty_segments(metadata: CheckpointMetadata) -> CheckpointMetadata:

@@ -12,6 +12,7 @@ No Spark here: `rescale` and `convert` must refuse while checking their input.
 from __future__ import annotations
 
 import dataclasses
+import posixpath
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,8 +29,7 @@ from statectl.formats.handles import (
 )
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
-from statectl.savepoint.storage import locate
-from tests.conftest import checksums, run_cli
+from tests.conftest import checksums, fixture_savepoint, run_cli
 from tests.reliability.corpus import (
     FILES,
     NATIVE,
@@ -208,36 +208,111 @@ def test_names_inside_the_folder_resolve_there(
     assert (stream.description, stream.location, stream.size) == (expected.url, expected, 7)
 
 
-def test_absolute_handles_into_the_job_folder_stay_allowed(
-    savepoint: Savepoint, tmp_path: Path
+@pytest.mark.parametrize("folder", ["shared", "taskowned", "hashmap_canonical_files"])
+def test_absolute_handles_into_the_checkpoint_folders_stay_allowed(
+    savepoint: Savepoint, tmp_path: Path, folder: str
 ) -> None:
     """Retained checkpoints reference their files by absolute path (code 2), as Flink writes:
-    files of the job's checkpoint folder (`<job id>/shared/…`, beside `chk-N`)."""
-    target = tmp_path / "shared" / "file"
-    target.parent.mkdir()
+    files of the checkpoint's own folder (`<job id>/chk-N/…`, here the fixture's) and of the
+    job's `shared` and `taskowned` folders beside it."""
+    target = tmp_path / folder / "file"
+    target.parent.mkdir(exist_ok=True)
     target.write_bytes(b"abc")
-    stream = savepoint.stream(FileHandle(str(target), 3))
-    assert (stream.location, stream.read()) == (locate(str(target)), b"abc")
+    stream = savepoint.stream(FileHandle(f"file://{target}", 3))
+    assert (stream.location.path, stream.read()) == (str(target), b"abc")
 
 
-@pytest.mark.parametrize(
-    "handle",
-    [FileHandle("/etc/passwd", 3), SegmentFileHandle(0, 3, 0, "file:/etc/passwd", "f")],
-    ids=["file", "segment"],
-)
-def test_absolute_handles_outside_the_job_folder_are_refused(
-    savepoint: Savepoint, handle: FileHandle | SegmentFileHandle
-) -> None:
+ELSEWHERE = [
+    "/etc/passwd",  # no folder of the checkpoint
+    "../other-checkpoint/shared/file",  # the job folder, but not one of its state folders
+    "../shared-elsewhere/file",
+]
+
+
+@pytest.mark.parametrize("path", ELSEWHERE)
+@pytest.mark.parametrize("kind", ["file", "segment"])
+def test_absolute_handles_elsewhere_are_refused(savepoint: Savepoint, path: str, kind: str) -> None:
+    absolute = "file://" + posixpath.normpath(posixpath.join(savepoint.directory.path, path))
+    handle = (
+        FileHandle(absolute, 3) if kind == "file" else SegmentFileHandle(0, 3, 0, absolute, "f")
+    )
     with pytest.raises(SavepointError) as refused:
         savepoint.stream(handle)
     assert str(refused.value) == (
-        f"{savepoint.metadata_location.url}: state handle "
-        f"{getattr(handle, 'path', None) or handle.physical_path!r} points outside the "
-        f"checkpoint's job folder {savepoint.directory.parent.url}"
+        f"{savepoint.metadata_location.url}: state handle {absolute!r} points outside the "
+        "checkpoint's folders (hashmap_canonical_files, shared, taskowned); pass "
+        "--allow-external-files to read it"
     )
+
+
+def test_absolute_handles_elsewhere_are_read_when_allowed(
+    savepoint: Savepoint, tmp_path: Path
+) -> None:
+    target = tmp_path / "elsewhere" / "file"
+    target.parent.mkdir()
+    target.write_bytes(b"abc")
+    allowed = dataclasses.replace(savepoint, allow_external_files=True)
+    assert allowed.stream(FileHandle(f"file://{target}", 3)).read() == b"abc"
 
 
 def test_a_symbolic_link_cannot_lead_out_of_the_savepoint(savepoint: Savepoint) -> None:
     (Path(savepoint.directory.path) / "link").symlink_to("/etc/passwd")
     with pytest.raises(SavepointError, match="points outside the savepoint directory"):
         savepoint.stream(RelativeFileHandle("link", 3))
+
+
+# --- absolute handles, end to end --------------------------------------------------------
+
+
+def moved_elsewhere(sp: Path) -> str:
+    """keyed-str subtask 0's key-group file moved out of the checkpoint's folders and named by
+    an absolute handle (code 2), as a `_metadata` written elsewhere could."""
+    md = load(sp)
+    handle = subtask(md, "keyed-str", 0).managed_keyed_state
+    assert isinstance(handle, KeyGroupsHandle)
+    assert isinstance(handle.delegate, RelativeFileHandle)
+    elsewhere = sp.parent.parent / "elsewhere"
+    elsewhere.mkdir()
+    (sp / handle.delegate.relative_path).rename(elsewhere / handle.delegate.relative_path)
+    path = f"file://{elsewhere / handle.delegate.relative_path}"
+    new = dataclasses.replace(handle, delegate=FileHandle(path, handle.delegate.size))
+    save(sp, with_subtask(md, "keyed-str", 0, managed_keyed_state=new))
+    return path
+
+
+READERS = ["inspect --deep", "verify --deep", "export"]
+
+
+@pytest.mark.parametrize("command", READERS)
+def test_an_absolute_handle_elsewhere_is_read_only_when_allowed(
+    command: str, tmp_path: Path
+) -> None:
+    sp = copy_fixture(FILES, tmp_path / "input")
+    path = moved_elsewhere(sp)
+    out = tmp_path / "out"
+    out.mkdir()
+    argv = COMMANDS[command](sp, sp, out)
+
+    code, stdout, stderr = run_cli(*argv)
+    line = (
+        f"{sp}/_metadata: operator keyed-str, subtask 0: state handle '{path}' points outside "
+        f"the checkpoint's folders ({sp.name}, shared, taskowned); pass --allow-external-files "
+        "to read it\n"
+    )
+    if command.startswith("verify"):
+        assert (code, stdout, stderr) == (1, line, "")
+    else:
+        assert (code, stdout, stderr) == (1, "", f"statectl: error: {line}")
+    assert list(out.iterdir()) == []
+
+    code, stdout, stderr = run_cli(*argv, "--allow-external-files")
+    assert (code, stderr) == (0, ""), stderr
+
+
+def test_a_retained_checkpoint_needs_no_flag(tmp_path: Path) -> None:
+    """Its handles are absolute, into its job's `shared` folder (and its own `chk-N`)."""
+    chk = fixture_savepoint("rocksdb_retained_checkpoint")
+    assert f"file:{chk.parent}/shared/".encode() in (chk / "_metadata").read_bytes()
+    for argv in (["inspect", "--deep", str(chk)], ["verify", "--deep", str(chk)]):
+        code, _, stderr = run_cli(*argv)
+        assert (code, stderr) == (0, ""), stderr

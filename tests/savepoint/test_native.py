@@ -217,11 +217,12 @@ def test_files_in_file_merging_segments_are_copied_out_of_their_physical_file(
     tmp_path: Path,
 ) -> None:
     """Every file of the instance as a segment of one physical file, after a few junk bytes
-    (in the job folder, where Flink keeps them: beside the checkpoint)."""
+    (in the job's shared folder, where Flink keeps them: beside the checkpoint)."""
     copy = tmp_path / "chk"
     shutil.copytree(fixture_savepoint("rocksdb_native_full"), copy)
     sp = open_savepoint(str(copy))
-    physical = tmp_path / "physical"
+    physical = tmp_path / "shared" / "physical"
+    physical.parent.mkdir()
 
     def in_segments(handle: IncrementalKeyedHandle) -> IncrementalKeyedHandle:
         blob = bytearray(b"junk")

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.execution.engine import Engine, choose_engine, total_work
+from statectl.execution.engine import Engine, total_work
+from statectl.execution.factory import choose_engine
 from statectl.execution.head_start import HeadStartEngine
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
 from statectl.operations.rescale.execute import (
