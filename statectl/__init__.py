@@ -1,3 +1,65 @@
-"""statectl: inspect and rewrite Apache Flink savepoints without a JVM."""
+"""statectl: inspect, read and rewrite Apache Flink savepoints without a JVM.
+
+>>> import statectl
+>>> sp = statectl.open("s3://bucket/savepoints/savepoint-1a2b3c")
+>>> [op.uid for op in sp.operators]
+>>> sp.operator("orders").state("totals").to_pandas()
+
+The API (`statectl.api`) is loaded on first use, so `import statectl` stays light: it loads
+no pyspark, rocksdict, typer or rich, and no pyarrow until a state is read.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError
+
+if TYPE_CHECKING:
+    from statectl.api import (
+        Operator,
+        ReadSplit,
+        Savepoint,
+        State,
+        convert,
+        diff,
+        export,
+        migrate,
+        open,
+        plan,
+        read_split,
+        rescale,
+        verify,
+    )
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "FormatError",
+    "Operator",
+    "ReadSplit",
+    "Savepoint",
+    "SavepointError",
+    "State",
+    "StatectlError",
+    "UnsupportedError",
+    "__version__",
+    "convert",
+    "diff",
+    "export",
+    "migrate",
+    "open",
+    "plan",
+    "read_split",
+    "rescale",
+    "verify",
+]
+_LEAVES = {"FormatError", "SavepointError", "StatectlError", "UnsupportedError", "__version__"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__ and name not in _LEAVES:
+        from statectl import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'statectl' has no attribute {name!r}")

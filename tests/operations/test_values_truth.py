@@ -109,6 +109,7 @@ def compare(
     *,
     unordered_lists: bool = False,
     broadcast_once: bool = False,
+    normalize: Any = None,
 ) -> None:
     """statectl's lines equal the truth, entry by entry; only MAY_STAY_RAW states may be raw
     there (never wrong). `broadcast_once`: a broadcast map is read from the first subtask only
@@ -132,7 +133,7 @@ def compare(
             assert state in MAY_STAY_RAW and MAY_STAY_RAW[state] in reason, (key, reason)
             raw[state] += len(got)
             continue
-        norm = _unordered if unordered_lists else (lambda v: v)
+        norm = _normalizer(unordered_lists, normalize)
         want = sorted(canonical(norm(e.get("value"))) for e in expected)
         have = sorted(canonical(norm(g.get("value"))) for g in got)
         assert have == want, key
@@ -140,6 +141,14 @@ def compare(
         assert sorted(canonical(g.get("ttl_timestamp")) for g in got) == want_ttl, key
     decoded = sum(len(v) for v in truth.values()) - sum(raw.values())
     assert decoded > 900, f"only {decoded} entries decoded"
+
+
+def _normalizer(unordered_lists: bool, normalize: Any) -> Any:
+    def norm(value: Any) -> Any:
+        value = normalize(value) if normalize else value
+        return _unordered(value) if unordered_lists else value
+
+    return norm
 
 
 def _broadcast_from_first_subtask(
@@ -193,6 +202,34 @@ def test_typed_export_equals_what_flink_reads(fixture: str, tmp_path: Path) -> N
     compare(fixture, lines, unordered_lists=True, broadcast_once=True)
 
 
+def lines_of_typed_tables(
+    tables: dict[tuple[str, str], tuple[pa.Table, str | None]], kinds: dict[tuple[str, str], str]
+) -> list[dict[str, Any]]:
+    """Typed tables of states (keyed by operator id and state, each with the reason its raw rows
+    stayed raw, if any) as the dumper's lines, by their Arrow types alone."""
+    lines = []
+    for (operator_id, state), (table, reason) in tables.items():
+        if (operator_id, state) not in kinds:
+            assert table.num_rows == 0, (operator_id, state)
+            continue
+        raw = None if reason is None else _Reason(reason)
+        raw_column = "value" in table.column_names and pa.types.is_binary(
+            table.schema.field("value").type
+        )
+        for row in _json_rows(table):
+            lines.append(_typed_line(operator_id, state, kinds[operator_id, state], row, raw, raw_column))  # fmt: skip
+    return lines
+
+
+def state_kinds(fixture: str) -> dict[tuple[str, str], str]:
+    return {(line["operator_id"], line["state"]): line["kind"] for line in truth_lines(fixture)}
+
+
+class _Reason:
+    def __init__(self, reason: str) -> None:
+        self.first_reason = reason
+
+
 def _typed_line(
     operator_id: str, state: str, kind: str, row: dict[str, Any], raw: Any, raw_column: bool
 ) -> dict[str, Any]:
@@ -225,16 +262,15 @@ def _array_json(array: pa.Array) -> list[Any]:
     arrow = array.type
     valid = array.is_valid().to_pylist()
     if getattr(arrow, "extension_name", None) == "arrow.json":  # a Kryo value's JSON text
-        values = [None if v is None else json.loads(v) for v in array.storage.to_pylist()]
+        texts = array.storage.to_pylist()
+        values = [json.loads(t) if ok else None for t, ok in zip(texts, valid, strict=True)]
     elif pa.types.is_struct(arrow):
-        fields = {f.name: _array_json(array.field(i)) for i, f in enumerate(arrow)}
-        values = [{name: fields[name][i] for name in fields} for i in range(len(array))]
-        if set(fields) == {"left", "right"}:  # Either: the side that is set
-            values = [{k: v for k, v in value.items() if v is not None} for value in values]
-        if "__row_kind" in fields:  # a Row's kind: in the typed table, not in the JSON form
-            values = [{k: v for k, v in value.items() if k != "__row_kind"} for value in values]
-        if "__class" in fields:  # a POJO with subclasses: a subclass value is its own struct
-            values = [_pojo_json(value, [f.name for f in arrow]) for value in values]
+        # flatten(): the children with the struct's own nulls (field() keeps only theirs)
+        fields = {f.name: _array_json(c) for f, c in zip(arrow, array.flatten(), strict=True)}
+        values = [
+            {name: fields[name][i] for name in fields} if ok else None for i, ok in enumerate(valid)
+        ]
+        values = [None if v is None else _struct_json(v, [f.name for f in arrow]) for v in values]
     elif pa.types.is_map(arrow):
         keys, items = _array_json(array.keys), _array_json(array.items)
         values = [_map_json(keys, items, start, end) for start, end in _spans(array)]
@@ -245,9 +281,9 @@ def _array_json(array: pa.Array) -> list[Any]:
         width = pa.int32() if pa.types.is_time32(arrow) else pa.int64()
         counts = array.view(width).to_pylist()
         values = [_temporal_json(arrow, v) for v in counts]
-    elif pa.types.is_date32(arrow):
-        values = [(EPOCH + dt.timedelta(days=v)).isoformat() if v is not None else None
-                  for v in array.view(pa.int32()).to_pylist()]  # fmt: skip
+    elif pa.types.is_date32(arrow) or pa.types.is_date64(arrow):
+        days = array.cast(pa.date32()).view(pa.int32()).to_pylist()
+        values = [None if v is None else (EPOCH + dt.timedelta(days=v)).isoformat() for v in days]
     else:
         values = [_scalar_json(arrow, v) for v in array.to_pylist()]
     return [v if ok else None for v, ok in zip(values, valid, strict=True)]
@@ -260,6 +296,16 @@ def _epoch_ms(iso: str | None) -> int | None:
         1970, 1, 1, tzinfo=dt.UTC
     )
     return delta // dt.timedelta(milliseconds=1)
+
+
+def _struct_json(value: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    if set(names) == {"left", "right"}:  # Either: the side that is set
+        return {k: v for k, v in value.items() if v is not None}
+    if "__row_kind" in names:  # a Row's kind: in the typed table, not in the JSON form
+        value = {k: v for k, v in value.items() if k != "__row_kind"}
+    if "__class" in names:  # a POJO with subclasses: a subclass value is its own struct
+        return _pojo_json(value, names)
+    return value
 
 
 def _pojo_json(value: dict[str, Any], names: list[str]) -> dict[str, Any]:

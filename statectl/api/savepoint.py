@@ -1,0 +1,243 @@
+"""Savepoints, operators and states as Python objects: the library's reading side.
+
+`statectl.open(url)` gives a `Savepoint`; its `operators` hold their `states`, and a `State`
+reads as Arrow record batches with the columns of its table (docs/values.md): keyed VALUE,
+LIST, REDUCING and AGGREGATING `key`, `namespace`, `value`; MAP adds `user_key`; timers `key`,
+`namespace`, `timestamp`; TTL adds `ttl_timestamp`; operator list and union state `subtask`,
+`value`; broadcast state `key`, `value`. Reading is streamed, one subtask file (or key-group
+range of it) at a time, so memory stays flat with state size; `splits()` lists those pieces
+for readers that spread them over workers (the Spark data source).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from statectl.errors import StatectlError
+from statectl.formats.handles import DistributionMode
+from statectl.formats.metadata import OperatorState
+from statectl.formats.state_values import StateCodec
+from statectl.savepoint import entries, tables
+from statectl.savepoint import model as savepoint_model
+from statectl.savepoint.entries import KeyedSource, OperatorFile
+from statectl.savepoint.reader import open_savepoint
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+    from statectl.operations.positions import PositionsReport
+    from statectl.operations.summary import SavepointSummary
+    from statectl.operations.verify import Verification
+
+SPLIT_BYTES = 128 << 20  # key-group blocks of one canonical file read as one split
+
+
+def open(
+    url: str, storage_options: dict[str, Any] | None = None, *, allow_external_files: bool = False
+) -> Savepoint:
+    """The savepoint (or retained checkpoint) at `url`: a folder or its `_metadata`, local or on
+    any fsspec filesystem (`s3://`, `gs://`, `memory://`, …), `storage_options` passed to it.
+    State files outside it are read only in a checkpoint's own folders (`chk-N`, `shared`,
+    `taskowned`), anywhere else only with `allow_external_files`.
+
+    >>> sp = statectl.open("s3://bucket/savepoints/savepoint-1a2b3c")
+    >>> sp.operator("orders").state("totals").to_pandas()
+    """
+    return Savepoint(open_savepoint(url, storage_options, allow_external_files))
+
+
+@dataclass(frozen=True)
+class Savepoint:
+    """A parsed savepoint: its metadata, its operators, the operations on it."""
+
+    parsed: savepoint_model.Savepoint = field(repr=False)
+
+    @property
+    def location(self) -> str:
+        return self.parsed.directory.url
+
+    @property
+    def metadata_version(self) -> int:
+        return self.parsed.metadata.version
+
+    @property
+    def checkpoint_id(self) -> int:
+        return self.parsed.metadata.checkpoint_id
+
+    @cached_property
+    def operators(self) -> tuple[Operator, ...]:
+        """Every operator in `_metadata`, stateful or not."""
+        return tuple(Operator(self, op) for op in self.parsed.operators)
+
+    def operator(self, name: str) -> Operator:
+        """The operator with this uid, 32-hex id or (Flink 2.x) name; an unknown or ambiguous
+        name raises `StatectlError` listing the candidates."""
+        return Operator(self, self.parsed.find_operator(name))
+
+    def inspect(self, operator: str | None = None, deep: bool = False) -> SavepointSummary:
+        """What `statectl inspect` shows: operators, states and their types, subtasks."""
+        from statectl.operations.summary import summarize
+
+        return summarize(self.parsed, operator, deep)
+
+    def verify(self, deep: bool = False) -> Verification:
+        """What `statectl verify` checks; `deep` walks every entry."""
+        from statectl.operations.verify import verify
+
+        return verify(self.parsed, deep)
+
+    def positions(self, operator: str | None = None) -> PositionsReport:
+        """Where every source resumes (`statectl positions`)."""
+        from statectl.operations.positions import positions
+
+        return positions(self.parsed, operator)
+
+    def __repr__(self) -> str:
+        operators = len(self.operators)
+        return f"<Savepoint {self.location} v{self.metadata_version}, {operators} operators>"
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator of a savepoint and its states."""
+
+    savepoint: Savepoint = field(repr=False)
+    state_of: OperatorState = field(repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.state_of.operator_id_hex
+
+    @property
+    def uid(self) -> str | None:
+        return self.state_of.uid
+
+    @property
+    def name(self) -> str | None:
+        return self.state_of.name
+
+    @property
+    def parallelism(self) -> int:
+        return self.state_of.parallelism
+
+    @property
+    def max_parallelism(self) -> int:
+        return self.state_of.max_parallelism
+
+    @cached_property
+    def states(self) -> tuple[State, ...]:
+        """Keyed states (and timers) first, then operator list, union and broadcast state."""
+        from statectl.operations.summary import summarize_operator
+
+        summary = summarize_operator(self.savepoint.parsed, self.state_of, deep=False)
+        return tuple(
+            State(self, s.name, s.scope, s.kind, s.mode, s.type, s.type_tree)
+            for s in summary.states
+        )
+
+    def state(self, name: str) -> State:
+        for state in self.states:
+            if state.name == name:
+                return state
+        known = ", ".join(s.name for s in self.states) or "none"
+        raise StatectlError(f"unknown state {name!r}; known states: {known}", self.label)
+
+    @property
+    def label(self) -> str:
+        return entries.operator_label(self.state_of)
+
+    def __repr__(self) -> str:
+        return f"<Operator {self.label} p={self.parallelism} maxp={self.max_parallelism}>"
+
+
+@dataclass(frozen=True)
+class ReadSplit:
+    """A piece of one state that reads on its own: one subtask's file, or a key-group range of
+    it (picklable: it travels to Spark executors)."""
+
+    state: str
+    subtask: int
+    keyed: KeyedSource | None = None
+    key_groups: tuple[int, int] | None = None
+    operator: OperatorFile | None = None
+
+
+@dataclass(frozen=True)
+class State:
+    """One state of an operator: what it holds, and its entries as Arrow."""
+
+    operator: Operator = field(repr=False)
+    name: str
+    scope: str  # keyed | operator
+    kind: str  # VALUE, LIST, MAP, REDUCING, AGGREGATING, TIMERS; LIST (operator), BROADCAST
+    mode: str | None  # operator state: SPLIT_DISTRIBUTE, UNION, BROADCAST
+    type: str | None  # one line, e.g. `MAP<STRING, BIGINT>, TTL`
+    type_tree: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The columns of this state's table."""
+        return self._codec.arrow_schema()
+
+    def splits(self, split_bytes: int = SPLIT_BYTES) -> list[ReadSplit]:
+        """The pieces the state reads in: a keyed state by subtask file and key-group ranges of
+        about `split_bytes`; operator state by subtask (a broadcast map once: every subtask
+        holds the same)."""
+        sp, op = self.operator.savepoint.parsed, self.operator.state_of
+        if self.scope == "keyed":
+            return [
+                ReadSplit(self.name, file.subtask, keyed=file, key_groups=chunk)
+                for file in entries.keyed_files(sp, op)
+                for chunk in file.chunks(split_bytes)
+            ]
+        files = [f for f in entries.operator_files(sp, op) if _holds(f, self.name)]
+        if self.mode == DistributionMode.BROADCAST.name:
+            files = files[:1]
+        return [ReadSplit(self.name, f.subtask, operator=f) for f in files]
+
+    def read(self) -> pa.RecordBatchReader:
+        """Every entry, streamed as record batches of the state's table."""
+        import pyarrow as pa
+
+        batches = (b for split in self.splits() for b in read_split(split, self._codec))
+        return pa.RecordBatchReader.from_batches(self.schema, batches)
+
+    def to_arrow(self) -> pa.Table:
+        return self.read().read_all()
+
+    def to_pandas(self) -> pd.DataFrame:
+        return self.to_arrow().to_pandas()
+
+    @cached_property
+    def _codec(self) -> StateCodec:
+        sp, op = self.operator.savepoint.parsed, self.operator.state_of
+        if self.scope == "keyed":
+            for file in entries.keyed_files(sp, op):
+                codecs = entries.codecs_for(file.header(), file.flink_major)
+                if self.name in codecs:
+                    return codecs[self.name]
+        else:
+            for holder in entries.operator_files(sp, op):
+                if _holds(holder, self.name):
+                    return tables.operator_state_codec(holder, self.name)
+        raise StatectlError(f"no subtask holds state {self.name!r}", self.operator.label)
+
+
+def read_split(split: ReadSplit, codec: StateCodec | None = None) -> Iterator[pa.RecordBatch]:
+    """One split's record batches (`codec`: the state's, else read from the split's header)."""
+    if split.keyed is not None:
+        if codec is None:
+            header = split.keyed.header()
+            codec = entries.codecs_for(header, split.keyed.flink_major)[split.state]
+        yield from tables.keyed_batches(split.keyed, split.state, codec, split.key_groups)
+    elif split.operator is not None:
+        codec = codec or tables.operator_state_codec(split.operator, split.state)
+        yield from tables.operator_batches(split.operator, split.state, codec)
+
+
+def _holds(file: OperatorFile, state: str) -> bool:
+    return any(s.name == state for s in file.handle.states)

@@ -1,0 +1,263 @@
+"""Flink savepoints as Spark tables: the data sources `flink-state` and
+`flink-savepoint-metadata` (Spark 4's Python data source API), built on the public API.
+
+>>> statectl.spark.register(spark)
+>>> spark.read.format("flink-state").option("operator", "orders").option("state", "totals") \\
+...     .load("s3://bucket/savepoints/savepoint-1a2b3c")
+>>> spark.read.format("flink-savepoint-metadata").load("s3://bucket/savepoints/savepoint-1a2b3c")
+
+`flink-state` reads one state as the table of docs/values.md (its columns typed by the state's
+serializers), plus a `subtask` column where the table has none: one input partition per subtask
+file, or per key-group range of a large canonical file, so a savepoint of many files reads in
+parallel; rows are exchanged as Arrow batches. Filters on `subtask` are pushed down: partitions
+of other subtasks are not read. Spark keeps timestamps and times in microseconds: nanosecond
+values (`LocalDateTime`, SQL TIMESTAMP(9)) are cut to microseconds there (`State.read()` keeps
+them). Options: `operator` (uid, name or id) and `state` (required), and `storage.KEY` for the
+filesystem's storage options (e.g. `storage.endpoint_url`).
+
+`flink-savepoint-metadata` has one row per (operator, state, subtask): the operator's ids and
+parallelism, the state's kind and type, the subtask's key-group range and bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.datasource import Filter
+    from pyspark.sql.types import StructType
+
+    from statectl.api import ReadSplit, State
+
+STATE_FORMAT = "flink-state"
+METADATA_FORMAT = "flink-savepoint-metadata"
+_STORAGE_PREFIX = "storage."
+
+
+def register(spark: SparkSession) -> None:
+    """Make `flink-state` and `flink-savepoint-metadata` readable in this Spark session (and
+    let Python data sources take filters: `flink-state` prunes subtasks with them)."""
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+    spark.dataSource.register(FlinkStateDataSource)
+    spark.dataSource.register(FlinkSavepointMetadataDataSource)
+
+
+def _storage_options(options: Mapping[str, str]) -> dict[str, Any] | None:
+    prefix = len(_STORAGE_PREFIX)
+    found = {k[prefix:]: v for k, v in options.items() if k.startswith(_STORAGE_PREFIX)}
+    return found or None
+
+
+def _required(options: Mapping[str, str], name: str) -> str:
+    value = options.get(name)
+    if not value:
+        from statectl.errors import StatectlError
+
+        raise StatectlError(f"the {name!r} option is required", options.get("path"))
+    return value
+
+
+def _open_state(options: Mapping[str, str]) -> State:
+    import statectl
+
+    sp = statectl.open(_required(options, "path"), _storage_options(options))
+    return sp.operator(_required(options, "operator")).state(_required(options, "state"))
+
+
+# --- Arrow types as Spark holds them -------------------------------------------------------------
+
+
+def spark_arrow_type(arrow: pa.DataType) -> pa.DataType:
+    """The Arrow type Spark exchanges for `arrow`: microsecond timestamps and times, date32,
+    extension types as their storage (Kryo's JSON as a string)."""
+    if isinstance(arrow, pa.BaseExtensionType):
+        return spark_arrow_type(arrow.storage_type)
+    if pa.types.is_timestamp(arrow):
+        return pa.timestamp("us", arrow.tz)
+    if pa.types.is_time(arrow):
+        return pa.time64("us")
+    if pa.types.is_date64(arrow):
+        return pa.date32()
+    if pa.types.is_struct(arrow):
+        return pa.struct([f.with_type(spark_arrow_type(f.type)) for f in arrow])
+    if pa.types.is_map(arrow):
+        return pa.map_(spark_arrow_type(arrow.key_type), spark_arrow_type(arrow.item_type))
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
+        return pa.list_(spark_arrow_type(arrow.value_type))
+    if pa.types.is_large_string(arrow):
+        return pa.string()
+    if pa.types.is_large_binary(arrow):
+        return pa.binary()
+    return arrow
+
+
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(spark_arrow_type(f.type)) for f in schema])
+
+
+def with_subtask(schema: pa.Schema) -> pa.Schema:
+    if "subtask" in schema.names:
+        return schema
+    return schema.append(pa.field("subtask", pa.int32(), nullable=False))
+
+
+def _struct_type(schema: pa.Schema) -> StructType:
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+# --- flink-state --------------------------------------------------------------------------------
+
+
+class StatePartition(InputPartition):
+    """One `ReadSplit` of the state (its subtask is the partition's value)."""
+
+    def __init__(self, split: ReadSplit) -> None:
+        super().__init__(split.subtask)
+        self.split = split
+
+
+class FlinkStateDataSource(DataSource):
+    """`spark.read.format("flink-state")`: one state of a savepoint as a typed table."""
+
+    @classmethod
+    def name(cls) -> str:
+        return STATE_FORMAT
+
+    def schema(self) -> StructType:
+        return _struct_type(self._arrow_schema())
+
+    def _arrow_schema(self) -> pa.Schema:
+        return with_subtask(spark_arrow_schema(_open_state(self.options).schema))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        # Exactly the Arrow schema Spark checks batches against (its names and units).
+        return FlinkStateReader(dict(self.options), to_arrow_schema(schema, timezone="UTC"))
+
+
+class FlinkStateReader(DataSourceReader):
+    def __init__(self, options: dict[str, str], arrow_schema: pa.Schema) -> None:
+        self.options = options
+        self.arrow_schema = arrow_schema
+        self.subtasks: frozenset[int] | None = None  # pushed down: only these subtasks
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # Spark's name
+        for f in filters:
+            wanted = _subtasks_of(f)
+            if wanted is None:
+                yield f  # not ours: Spark evaluates it
+            else:
+                self.subtasks = wanted if self.subtasks is None else self.subtasks & wanted
+
+    def partitions(self) -> Sequence[InputPartition]:
+        splits = _open_state(self.options).splits()
+        return [
+            StatePartition(s) for s in splits if self.subtasks is None or s.subtask in self.subtasks
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from statectl.api import read_split
+
+        assert isinstance(partition, StatePartition)
+        split = partition.split
+        for batch in read_split(split):
+            if "subtask" not in batch.schema.names:
+                column = pa.array([split.subtask] * batch.num_rows, pa.int32())
+                batch = batch.append_column("subtask", column)
+            yield batch.cast(self.arrow_schema, safe=False)  # ns → µs: cut, as documented
+
+
+def _subtasks_of(f: Filter) -> frozenset[int] | None:
+    """The subtasks a filter on `subtask` keeps (None: a filter on anything else)."""
+    from pyspark.sql.datasource import EqualTo, In
+
+    if getattr(f, "attribute", None) != ("subtask",):
+        return None
+    if isinstance(f, EqualTo):
+        return frozenset({int(f.value)})
+    if isinstance(f, In):
+        return frozenset(int(v) for v in f.value)
+    return None
+
+
+# --- flink-savepoint-metadata ---------------------------------------------------------------------
+
+METADATA_SCHEMA = pa.schema(
+    [
+        pa.field("operator_id", pa.string(), nullable=False),
+        pa.field("operator_uid", pa.string()),
+        pa.field("operator_name", pa.string()),
+        pa.field("parallelism", pa.int32(), nullable=False),
+        pa.field("max_parallelism", pa.int32(), nullable=False),
+        pa.field("state", pa.string()),
+        pa.field("scope", pa.string()),
+        pa.field("kind", pa.string()),
+        pa.field("mode", pa.string()),
+        pa.field("type", pa.string()),
+        pa.field("subtask", pa.int32()),
+        pa.field("key_group_start", pa.int32()),
+        pa.field("key_group_end", pa.int32()),
+        pa.field("keyed_bytes", pa.int64()),
+        pa.field("operator_bytes", pa.int64()),
+        pa.field("keyed_format", pa.string()),
+    ]
+)
+
+
+def metadata_table(url: str, storage_options: dict[str, Any] | None = None) -> pa.Table:
+    """One row per (operator, state, subtask) of `inspect`'s summary (an operator without
+    state: one row per subtask, `state` null)."""
+    import statectl
+
+    summary = statectl.open(url, storage_options).inspect()
+    rows = []
+    for op in summary.operators:
+        base = {
+            "operator_id": op.id, "operator_uid": op.uid, "operator_name": op.name,
+            "parallelism": op.parallelism, "max_parallelism": op.max_parallelism,
+        }  # fmt: skip
+        states = op.states or (None,)
+        for state in states:
+            for sub in op.subtasks:
+                first, last = sub.key_groups or (None, None)
+                rows.append({
+                    **base,
+                    "state": state and state.name, "scope": state and state.scope,
+                    "kind": state and state.kind, "mode": state and state.mode,
+                    "type": state and state.type, "subtask": sub.index,
+                    "key_group_start": first, "key_group_end": last,
+                    "keyed_bytes": sub.keyed_bytes, "operator_bytes": sub.operator_bytes,
+                    "keyed_format": sub.keyed_format,
+                })  # fmt: skip
+    return pa.Table.from_pylist(rows, schema=METADATA_SCHEMA)
+
+
+class FlinkSavepointMetadataDataSource(DataSource):
+    """`spark.read.format("flink-savepoint-metadata")`: operators, states, subtasks."""
+
+    @classmethod
+    def name(cls) -> str:
+        return METADATA_FORMAT
+
+    def schema(self) -> StructType:
+        return _struct_type(METADATA_SCHEMA)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return _MetadataReader(dict(self.options))
+
+
+class _MetadataReader(DataSourceReader):
+    def __init__(self, options: dict[str, str]) -> None:
+        self.options = options
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        table = metadata_table(_required(self.options, "path"), _storage_options(self.options))
+        yield from table.to_batches()
