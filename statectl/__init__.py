@@ -27,9 +27,14 @@ if TYPE_CHECKING:
         migrate,
         open,
         plan,
+        plan_migration,
+        plan_rescale,
         read_split,
         rescale,
+        uid_hash,
         verify,
+        write_migration,
+        write_rescale,
     )
 
 __version__ = "0.1.0"
@@ -50,9 +55,14 @@ __all__ = [
     "migrate",
     "open",
     "plan",
+    "plan_migration",
+    "plan_rescale",
     "read_split",
     "rescale",
+    "uid_hash",
     "verify",
+    "write_migration",
+    "write_rescale",
 ]
 _LEAVES = {"FormatError", "SavepointError", "StatectlError", "UnsupportedError", "__version__"}
 

@@ -5,6 +5,10 @@ Every `statectl` import of every module (at module level, inside functions, or f
 checking only) must name a module of its own layer or one below; `make lint` runs this test.
 The package's `__init__` is the one exception: it is the facade of `api`, which it loads on
 first use (its other imports must still be leaves).
+
+The CLI goes further: it is built on the public API alone, so its modules import nothing of
+statectl below `api` (only `statectl`, `statectl.api…`, their own `statectl.cli…` and the
+shared leaves).
 """
 
 from __future__ import annotations
@@ -31,6 +35,9 @@ LAYERS = {
     "__main__": 7,
 }
 FACADE = PACKAGE / "__init__.py"
+# What the CLI may import of statectl: the public API (`statectl` is its facade), the CLI's own
+# modules, and the shared leaves.
+CLI_MAY_IMPORT = {"__init__", "api", "cli", "errors", "progress"}
 # Heavy or JVM-backed libraries, and the lowest layer that may import them.
 LIBRARIES = {"pyspark": "execution", "rocksdict": "savepoint", "typer": "cli", "rich": "cli"}
 
@@ -86,3 +93,15 @@ def test_imports_point_down(path: Path) -> None:
 def test_every_layer_is_known() -> None:
     tops = {p.relative_to(PACKAGE).parts[0].removesuffix(".py") for p in _modules()}
     assert tops <= LAYERS.keys()
+
+
+@pytest.mark.parametrize(
+    "path", sorted((PACKAGE / "cli").rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE))
+)
+def test_cli_imports_only_the_public_api(path: Path) -> None:
+    below = [
+        f"line {line}: {name} (the CLI imports only statectl, statectl.api and the leaves)"
+        for line, name in _imports(path)
+        if name.split(".")[0] == "statectl" and _layer_of(name) not in CLI_MAY_IMPORT
+    ]
+    assert not below, "\n".join(below)

@@ -1,7 +1,29 @@
 """The public API (`import statectl`): open a savepoint, read its states as Arrow, run the
-operations. The CLI and the Spark data source are built on it."""
+operations. The CLI and the Spark data source are built on it: they import nothing below it.
 
-from statectl.api.operations import convert, diff, export, migrate, plan, rescale, verify
+The names here are also `statectl.<name>`, except the helpers the commands need around the
+operations (`predicted_loads`, `prepare_engine`, `stale_staging`, `key_group_range`,
+`parse_parallelisms`) and `reports`, the report dataclasses the operations return.
+"""
+
+from statectl.api import reports
+from statectl.api.helpers import key_group_range, parse_parallelisms, uid_hash
+from statectl.api.operations import (
+    convert,
+    diff,
+    export,
+    migrate,
+    plan,
+    plan_migration,
+    plan_rescale,
+    predicted_loads,
+    prepare_engine,
+    rescale,
+    stale_staging,
+    verify,
+    write_migration,
+    write_rescale,
+)
 from statectl.api.savepoint import Operator, ReadSplit, Savepoint, State, open, read_split
 
 __all__ = [
@@ -12,10 +34,21 @@ __all__ = [
     "convert",
     "diff",
     "export",
+    "key_group_range",
     "migrate",
     "open",
+    "parse_parallelisms",
     "plan",
+    "plan_migration",
+    "plan_rescale",
+    "predicted_loads",
+    "prepare_engine",
     "read_split",
+    "reports",
     "rescale",
+    "stale_staging",
+    "uid_hash",
     "verify",
+    "write_migration",
+    "write_rescale",
 ]

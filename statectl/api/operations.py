@@ -1,6 +1,12 @@
 """The operations as functions: each takes a `Savepoint` (or its URL) and returns the frozen
-dataclass the CLI renders (`statectl.operations.*` reports). Writing operations stage their
+dataclass the CLI renders (`statectl.api.reports`). Each refuses an inconsistent savepoint
+(`Savepoint.ensure_consistent`) before it reads or writes state. Writing operations stage their
 output and publish `_metadata` last; an existing destination is refused unless `overwrite`.
+
+`rescale`, `convert` and `migrate` come in two steps as well: `plan_rescale` (the `--dry-run`
+plan) then `write_rescale`, `plan_migration` then `write_migration`. `rescale`, `convert`,
+`diff` and `export` run on Spark when asked (`master`, `spark`); `progress` callbacks get
+`statectl.progress.Progress` (files and bytes written of the total).
 """
 
 from __future__ import annotations
@@ -11,27 +17,43 @@ from typing import TYPE_CHECKING, Any
 from statectl.api.savepoint import Savepoint, open
 
 if TYPE_CHECKING:
+    from statectl.execution.engine import Engine
     from statectl.operations.diff import DiffReport
     from statectl.operations.export import ExportReport
-    from statectl.operations.migrate import MigrationReport
+    from statectl.operations.migrate import MigrationPlan, MigrationReport
     from statectl.operations.plan import ParallelismPlan
     from statectl.operations.rescale.job import RescaleReport
+    from statectl.operations.rescale.load import SubtaskLoads
     from statectl.operations.rescale.plan import RescalePlan
     from statectl.operations.verify import Verification
+    from statectl.progress import ProgressCallback
 
 Source = Savepoint | str
+LOCAL_MASTER = "local[*]"
 
 
 def _opened(source: Source, storage_options: dict[str, Any] | None = None) -> Savepoint:
     return source if isinstance(source, Savepoint) else open(source, storage_options)
 
 
+# --- reading ---------------------------------------------------------------------------------
+
+
 def verify(
-    source: Source, deep: bool = False, storage_options: dict[str, Any] | None = None
+    source: Source,
+    deep: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    *,
+    allow_external_files: bool = False,
 ) -> Verification:
     """Every cross-check of `statectl verify`; `deep` walks every entry. Findings are in the
-    report (`ok` is false when one is an error); an unreadable `_metadata` raises."""
-    return _opened(source, storage_options).verify(deep)
+    report (`ok` is false when there is one); a URL whose `_metadata` cannot be read is one
+    finding too."""
+    if isinstance(source, Savepoint):
+        return source.verify(deep)
+    from statectl.operations.verify import verify_location
+
+    return verify_location(source, storage_options, deep, allow_external_files)
 
 
 def plan(
@@ -39,11 +61,156 @@ def plan(
     operator: str | None = None,
     parallelisms: Sequence[int] | None = None,
     deep: bool = False,
+    *,
+    storage_options: dict[str, Any] | None = None,
 ) -> ParallelismPlan:
-    """Bytes per key group and per subtask for candidate parallelisms (`statectl plan`)."""
+    """Bytes per key group and per subtask for candidate parallelisms (`statectl plan`); by
+    default 1 to twice the current parallelism (at least 16) and the max parallelism's divisors.
+    `deep` reads every entry: entries per key group, exact RocksDB native bytes."""
     from statectl.operations.plan import plan_parallelism
 
-    return plan_parallelism(_opened(source).parsed, operator, parallelisms, deep)
+    sp = _opened(source, storage_options)
+    sp.ensure_consistent(operator)
+    return plan_parallelism(sp.parsed, operator, parallelisms, deep)
+
+
+def diff(
+    a: Source,
+    b: Source,
+    operator: str | None = None,
+    *,
+    spark: bool | None = None,
+    master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> DiffReport:
+    """What differs between two savepoints, state by state, with decoded examples (`statectl
+    diff`). Keyed state is compared on Spark with `spark`, or when `master` is given; by default
+    only above 64 MiB of it."""
+    from statectl.execution.factory import choose_engine
+    from statectl.operations.diff import diff as run_diff
+    from statectl.operations.diff import wants_spark
+
+    sp_a, sp_b = _opened(a, storage_options), _opened(b, storage_options)
+    sp_a.ensure_consistent()
+    sp_b.ensure_consistent()
+    use_spark = wants_spark(sp_a.parsed, sp_b.parsed, operator, True if master else spark)
+    directories = (sp_a.parsed.directory, sp_b.parsed.directory)
+    engine = choose_engine(use_spark, master, spark_conf, *directories)
+    return run_diff(sp_a.parsed, sp_b.parsed, operator, engine)
+
+
+def export(
+    source: Source,
+    output: str,
+    *,
+    operator: str | None = None,
+    state: str | None = None,
+    typed: bool = False,
+    spark: bool = False,
+    master: str | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+) -> ExportReport:
+    """Entries as Parquet (`statectl export`): one row per entry with JSON columns, or with
+    `typed` one dataset per state in typed columns (OUT/<operator>/<state>/). With `spark` (or
+    a `master`) a Spark job writes it, as a folder of part files."""
+    from statectl.execution.factory import choose_engine
+    from statectl.savepoint.storage import locate
+
+    sp = _opened(source, storage_options)
+    sp.ensure_consistent(operator)
+    use_spark = spark or master is not None
+    locations = (sp.parsed.directory, locate(output, storage_options))
+    engine = choose_engine(use_spark, master, spark_conf, *locations)
+    if typed:
+        from statectl.operations.typed_export import export_typed
+
+        return export_typed(
+            sp.parsed, output, operator=operator, state=state, engine=engine,
+            overwrite=overwrite, storage_options=storage_options,
+        )  # fmt: skip
+    from statectl.operations.export import export as run_export  # pyarrow: for export only
+
+    return run_export(
+        sp.parsed, output, operator=operator, state=state, folder=use_spark, engine=engine,
+        overwrite=overwrite, storage_options=storage_options,
+    )  # fmt: skip
+
+
+# --- rescale and convert ---------------------------------------------------------------------
+
+
+def plan_rescale(
+    source: Source,
+    parallelism: int | None = None,
+    *,
+    operators: Mapping[str, int] | None = None,
+    max_parallelism: int | None = None,
+    keyed_format: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> RescalePlan:
+    """What `rescale` (or `convert`) would write, file range by file range (`--dry-run`): every
+    stateful operator at `parallelism`, or per operator (`operators`: uid, id or name → N), at
+    `max_parallelism` (keys re-hashed), keyed state as `keyed_format` ("native" or "canonical";
+    None keeps each operator's). Nothing given: the same savepoint, `keyed_format` applied."""
+    from statectl.operations.rescale.plan import plan_rescale as plan_operators
+
+    sp = _opened(source, storage_options)
+    sp.ensure_consistent()
+    return plan_operators(sp.parsed, parallelism, operators, max_parallelism, keyed_format)
+
+
+def predicted_loads(plan: RescalePlan) -> dict[str, SubtaskLoads]:
+    """Keyed bytes per new subtask that `plan` predicts, by operator id (as `statectl plan`
+    does): canonical keyed state at an unchanged max parallelism only, read from `_metadata`."""
+    from statectl.operations.plan import predicted_keyed_loads
+
+    return predicted_keyed_loads(plan)
+
+
+def prepare_engine(
+    source: str,
+    destination: str,
+    *,
+    master: str = LOCAL_MASTER,
+    spark_conf: Mapping[str, str] | None = None,
+    storage_options: dict[str, Any] | None = None,
+    head_start: bool = True,
+) -> Engine | None:
+    """The engine for `write_rescale(plan, destination, engine=…)`, made before `source` is
+    read: a Spark cluster's starts in the background now, so that its start overlaps reading
+    and planning; an embedded one (local master) with `head_start` starts when the work calls
+    for it. None when a location cannot be opened (reading it then says why)."""
+    from statectl.operations.rescale import job
+
+    conf = spark_conf or {}
+    return job.prepare_engine(source, destination, master, conf, storage_options, head_start)
+
+
+def write_rescale(
+    plan: RescalePlan,
+    destination: str,
+    *,
+    overwrite: bool = False,
+    master: str = LOCAL_MASTER,
+    spark_conf: Mapping[str, str] | None = None,
+    head_start: bool = True,
+    engine: Engine | None = None,
+    progress: ProgressCallback | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> RescaleReport:
+    """Write `plan` (from `plan_rescale`) to `destination` as a Spark job on `master`; with
+    `head_start` an embedded Spark's first tasks run in this process while it starts. Storage
+    only this process sees (`memory://`) is written here. `engine`: from `prepare_engine`. The
+    report's `timings` are the seconds of each phase, `tasks_run` where the tasks ran."""
+    from statectl.operations.rescale import job
+
+    return job.rescale(
+        plan, destination, overwrite=overwrite, master=master, spark_conf=spark_conf,
+        storage_options=storage_options, progress=progress, engine=engine, head_start=head_start,
+    )  # fmt: skip
 
 
 def rescale(
@@ -55,18 +222,23 @@ def rescale(
     max_parallelism: int | None = None,
     keyed_format: str | None = None,
     overwrite: bool = False,
-    master: str = "local[*]",
+    master: str = LOCAL_MASTER,
     spark_conf: Mapping[str, str] | None = None,
+    head_start: bool = True,
+    progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> RescaleReport:
     """A savepoint at a new parallelism (every operator, or per operator) and/or max
-    parallelism, written to `destination` (`statectl rescale`); `keyed_format` "native" or
-    "canonical" (None keeps each operator's)."""
-    from statectl.operations.rescale.plan import plan_rescale
-
-    sp = _opened(source, storage_options)
-    planned = plan_rescale(sp.parsed, parallelism, operators, max_parallelism, keyed_format)
-    return _write(planned, destination, overwrite, master, spark_conf, storage_options)
+    parallelism, written to `destination` (`statectl rescale`): `plan_rescale`, then
+    `write_rescale`."""
+    planned = plan_rescale(
+        source, parallelism, operators=operators, max_parallelism=max_parallelism,
+        keyed_format=keyed_format, storage_options=storage_options,
+    )  # fmt: skip
+    return write_rescale(
+        planned, destination, overwrite=overwrite, master=master, spark_conf=spark_conf,
+        head_start=head_start, progress=progress, storage_options=storage_options,
+    )  # fmt: skip
 
 
 def convert(
@@ -75,34 +247,54 @@ def convert(
     keyed_format: str = "canonical",
     *,
     overwrite: bool = False,
-    master: str = "local[*]",
+    master: str = LOCAL_MASTER,
     spark_conf: Mapping[str, str] | None = None,
+    head_start: bool = True,
+    progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> RescaleReport:
-    """The same savepoint with its keyed state in `keyed_format` ("canonical" or "native")."""
-    from statectl.operations.rescale.plan import plan_rescale
-
-    planned = plan_rescale(_opened(source, storage_options).parsed, None, keyed_format=keyed_format)
-    return _write(planned, destination, overwrite, master, spark_conf, storage_options)
-
-
-def _write(
-    planned: RescalePlan,
-    destination: str,
-    overwrite: bool,
-    master: str,
-    spark_conf: Mapping[str, str] | None,
-    storage_options: dict[str, Any] | None,
-) -> RescaleReport:
-    from statectl.operations.rescale import job
-
-    return job.rescale(
-        planned,
-        destination,
-        overwrite=overwrite,
-        master=master,
-        spark_conf=spark_conf,
+    """The same savepoint with its keyed state in `keyed_format` ("canonical" or "native"),
+    at the same parallelism (`statectl convert`)."""
+    return rescale(
+        source, destination, keyed_format=keyed_format, overwrite=overwrite, master=master,
+        spark_conf=spark_conf, head_start=head_start, progress=progress,
         storage_options=storage_options,
+    )  # fmt: skip
+
+
+# --- migrate ---------------------------------------------------------------------------------
+
+
+def plan_migration(
+    source: Source,
+    renames: Sequence[tuple[str, str]] = (),
+    drops: Sequence[str] = (),
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> MigrationPlan:
+    """What `migrate` would do to each operator: `renames` (OLD uid or id → NEW uid) and
+    `drops` (uid or id) resolved; unknown, twice-named or colliding operators raise."""
+    from statectl.operations.migrate import plan_migration as plan_operators
+
+    sp = _opened(source, storage_options)
+    sp.ensure_consistent(copies_only=True)  # the files are copied, not parsed
+    return plan_operators(sp.parsed, renames, drops)
+
+
+def write_migration(
+    plan: MigrationPlan,
+    destination: str,
+    *,
+    overwrite: bool = False,
+    progress: ProgressCallback | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> MigrationReport:
+    """Write `plan` (from `plan_migration`) to `destination`, every state file copied as bytes
+    and referenced relatively; nothing is published unless every copy succeeded."""
+    from statectl.operations.migrate import migrate as run_migration
+
+    return run_migration(
+        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
     )
 
 
@@ -113,48 +305,21 @@ def migrate(
     renames: Sequence[tuple[str, str]] = (),
     drops: Sequence[str] = (),
     overwrite: bool = False,
+    progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> MigrationReport:
-    """Operators renamed (uid OLD → NEW) or dropped, every state file carried over as bytes."""
-    from statectl.operations.migrate import migrate as run_migration
-    from statectl.operations.migrate import plan_migration
-
-    migration = plan_migration(_opened(source, storage_options).parsed, renames, drops)
-    return run_migration(
-        migration, destination, overwrite=overwrite, storage_options=storage_options
-    )
-
-
-def diff(a: Source, b: Source, operator: str | None = None) -> DiffReport:
-    """What differs between two savepoints, state by state, with decoded examples."""
-    from statectl.operations.diff import diff as run_diff
-
-    return run_diff(_opened(a).parsed, _opened(b).parsed, operator)
-
-
-def export(
-    source: Source,
-    output: str,
-    *,
-    operator: str | None = None,
-    state: str | None = None,
-    typed: bool = False,
-    overwrite: bool = False,
-    storage_options: dict[str, Any] | None = None,
-) -> ExportReport:
-    """Entries as Parquet (`statectl export`): one row per entry with JSON columns, or with
-    `typed` one dataset per state in typed columns (OUT/<operator>/<state>/)."""
-    sp = _opened(source, storage_options).parsed
-    if typed:
-        from statectl.operations.typed_export import export_typed
-
-        return export_typed(
-            sp, output, operator=operator, state=state, overwrite=overwrite,
-            storage_options=storage_options,
-        )  # fmt: skip
-    from statectl.operations.export import export as run_export
-
-    return run_export(
-        sp, output, operator=operator, state=state, overwrite=overwrite,
+    """Operators renamed (uid OLD → NEW) or dropped, every state file carried over as bytes
+    (`statectl migrate`): `plan_migration`, then `write_migration`."""
+    migration = plan_migration(source, renames, drops, storage_options=storage_options)
+    return write_migration(
+        migration, destination, overwrite=overwrite, progress=progress,
         storage_options=storage_options,
     )  # fmt: skip
+
+
+def stale_staging(destination: str, storage_options: dict[str, Any] | None = None) -> list[str]:
+    """Staging folders beside `destination` that a write leaves alone: their owner may still
+    be writing, or was killed on another host (abandoned ones are removed by the next write)."""
+    from statectl.savepoint.writer import stale_staging as staging_folders
+
+    return staging_folders(destination, storage_options)

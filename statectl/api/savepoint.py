@@ -7,6 +7,9 @@ LIST, REDUCING and AGGREGATING `key`, `namespace`, `value`; MAP adds `user_key`;
 `value`; broadcast state `key`, `value`. Reading is streamed, one subtask file (or key-group
 range of it) at a time, so memory stays flat with state size; `splits()` lists those pieces
 for readers that spread them over workers (the Spark data source).
+
+Arrow (`savepoint/tables.py`) is loaded when a state is read, not with this module: the
+commands that never read a state as a table load none of it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from statectl.errors import StatectlError
 from statectl.formats.handles import DistributionMode
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_values import StateCodec
-from statectl.savepoint import entries, tables
+from statectl.operations import verify as checks  # with the reader: the clock of `timings`
+from statectl.savepoint import entries
 from statectl.savepoint import model as savepoint_model
 from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.reader import open_savepoint
@@ -55,6 +59,10 @@ class Savepoint:
     """A parsed savepoint: its metadata, its operators, the operations on it."""
 
     parsed: savepoint_model.Savepoint = field(repr=False)
+    # (operator id or None for all, copies_only) of the consistency checks passed
+    _consistent: set[tuple[str | None, bool]] = field(
+        default_factory=set, init=False, repr=False, compare=False
+    )
 
     @property
     def location(self) -> str:
@@ -78,6 +86,19 @@ class Savepoint:
         name raises `StatectlError` listing the candidates."""
         return Operator(self, self.parsed.find_operator(name))
 
+    def ensure_consistent(self, operator: str | None = None, *, copies_only: bool = False) -> None:
+        """Raise `SavepointError` with the first problem `verify`'s shallow checks find, in
+        `operator` (uid, id or name) or in every operator: what an operation checks before it
+        reads or writes state. `copies_only`: for operations that copy state files as bytes
+        (`migrate`), state in a layout statectl does not parse is no problem. A check passed is
+        remembered, so the operations after it do not repeat it."""
+        checked = None if operator is None else [self.parsed.find_operator(operator)]
+        key = (None if checked is None else checked[0].operator_id_hex, copies_only)
+        if self._consistent & _covering(key):
+            return
+        checks.ensure_consistent(self.parsed, checked, copies_only=copies_only)
+        self._consistent.add(key)
+
     def inspect(self, operator: str | None = None, deep: bool = False) -> SavepointSummary:
         """What `statectl inspect` shows: operators, states and their types, subtasks."""
         from statectl.operations.summary import summarize
@@ -86,9 +107,7 @@ class Savepoint:
 
     def verify(self, deep: bool = False) -> Verification:
         """What `statectl verify` checks; `deep` walks every entry."""
-        from statectl.operations.verify import verify
-
-        return verify(self.parsed, deep)
+        return checks.verify(self.parsed, deep)
 
     def positions(self, operator: str | None = None) -> PositionsReport:
         """Where every source resumes (`statectl positions`)."""
@@ -99,6 +118,13 @@ class Savepoint:
     def __repr__(self) -> str:
         operators = len(self.operators)
         return f"<Savepoint {self.location} v{self.metadata_version}, {operators} operators>"
+
+
+def _covering(check: tuple[str | None, bool]) -> set[tuple[str | None, bool]]:
+    """The checks whose passing implies `check` passes: of every operator, or of this one, and
+    without `copies_only` (which only forgives)."""
+    operator, copies_only = check
+    return {(None, False), (operator, False), (None, copies_only), (operator, copies_only)}
 
 
 @dataclass(frozen=True)
@@ -223,12 +249,16 @@ class State:
         else:
             for holder in entries.operator_files(sp, op):
                 if _holds(holder, self.name):
+                    from statectl.savepoint import tables
+
                     return tables.operator_state_codec(holder, self.name)
         raise StatectlError(f"no subtask holds state {self.name!r}", self.operator.label)
 
 
 def read_split(split: ReadSplit, codec: StateCodec | None = None) -> Iterator[pa.RecordBatch]:
     """One split's record batches (`codec`: the state's, else read from the split's header)."""
+    from statectl.savepoint import tables
+
     if split.keyed is not None:
         if codec is None:
             header = split.keyed.header()

@@ -63,7 +63,7 @@ def convert(
 
       statectl convert s3://b/checkpoints/job/chk-42 -o s3://b/savepoints/sp-42
     """
-    from statectl.operations.rescale.plan import plan_rescale
+    import statectl
 
     keyed_format = parse_keyed_format(format)
     flags = WriteFlags(
@@ -74,5 +74,5 @@ def convert(
         source,
         storage_option,
         flags,
-        lambda sp: plan_rescale(sp, None, keyed_format=keyed_format),  # the same parallelism
+        lambda sp: statectl.plan_rescale(sp, keyed_format=keyed_format),  # same parallelism
     )

@@ -52,20 +52,14 @@ def diff_command(
 
       statectl diff s3://b/sp s3://b/sp-p16 --operator enrich --json | jq '.states[]'
     """
-    from statectl.execution.factory import choose_engine
-    from statectl.operations.diff import diff, wants_spark
-    from statectl.operations.verify import ensure_consistent
-    from statectl.savepoint.reader import open_savepoint
+    import statectl
 
     options = parse_storage_options(storage_option)
-    sp_a = open_savepoint(a, options, allow_external_files)
-    sp_b = open_savepoint(b, options, allow_external_files)
-    ensure_consistent(sp_a)  # refuse inconsistent input before reading entries
-    ensure_consistent(sp_b)
-    use_spark = wants_spark(sp_a, sp_b, operator, True if master else spark)
-    engine = choose_engine(
-        use_spark, master, parse_spark_conf(conf), sp_a.directory, sp_b.directory
-    )
-    report = diff(sp_a, sp_b, operator, engine)
+    sp_a = statectl.open(a, options, allow_external_files=allow_external_files)
+    sp_b = statectl.open(b, options, allow_external_files=allow_external_files)
+    sp_a.ensure_consistent()  # refuse inconsistent input before reading entries
+    sp_b.ensure_consistent()
+    spark_conf = parse_spark_conf(conf)
+    report = statectl.diff(sp_a, sp_b, operator, spark=spark, master=master, spark_conf=spark_conf)
     output.renderer(json_output).diff(report)
     raise typer.Exit(0 if report.identical else 1)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated
 
 import typer
@@ -68,28 +67,20 @@ def export_command(
 
       statectl export s3://b/sp -o s3://b/sp-export/ --spark --master spark://host:7077
     """
-    from statectl.execution.factory import choose_engine
-    from statectl.operations.export import export  # pyarrow: for this command only
-    from statectl.operations.verify import ensure_consistent
-    from statectl.savepoint.reader import open_savepoint
-    from statectl.savepoint.storage import locate
+    import statectl
 
     options = parse_storage_options(storage_option)
-    sp = open_savepoint(path, options, allow_external_files)
-    ensure_consistent(sp, [sp.find_operator(operator)] if operator else None)
-    use_spark = spark or master is not None
-    engine = choose_engine(
-        use_spark, master, parse_spark_conf(conf), sp.directory, locate(out, options)
-    )
-    from statectl.operations.typed_export import export_typed
-
-    run = export_typed if typed else functools.partial(export, folder=use_spark)
-    report = run(
+    sp = statectl.open(path, options, allow_external_files=allow_external_files)
+    sp.ensure_consistent(operator)
+    report = statectl.export(
         sp,
         out,
         operator=operator,
         state=state,
-        engine=engine,
+        typed=typed,
+        spark=spark,
+        master=master,
+        spark_conf=parse_spark_conf(conf),
         overwrite=overwrite,
         storage_options=options,
     )

@@ -37,10 +37,9 @@ def inspect(
 
       statectl inspect ./sp --json | jq '.operators[] | {uid, parallelism}'
     """
-    from statectl.operations.summary import summarize
-    from statectl.operations.verify import ensure_consistent
-    from statectl.savepoint.reader import open_savepoint
+    import statectl
 
-    savepoint = open_savepoint(path, parse_storage_options(storage_option), allow_external_files)
-    ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
-    output.renderer(json_output).inspect(summarize(savepoint, operator=operator, deep=deep))
+    options = parse_storage_options(storage_option)
+    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+    savepoint.ensure_consistent(operator)
+    output.renderer(json_output).inspect(savepoint.inspect(operator, deep))

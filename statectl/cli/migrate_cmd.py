@@ -63,10 +63,8 @@ def migrate_command(
 
       statectl migrate s3://b/chk-42 -o s3://b/sp-42 --rename-uid Map=normalize --json
     """
-    from statectl.operations.migrate import migrate, plan_migration
-    from statectl.operations.verify import ensure_consistent
-    from statectl.savepoint.reader import open_savepoint
-    from statectl.savepoint.writer import stale_staging
+    import statectl
+    from statectl.api import stale_staging
 
     renames = _parse_renames(rename_uid)
     if not renames and not drop:
@@ -74,13 +72,12 @@ def migrate_command(
             "nothing to do: give at least one of them", param_hint="'--rename-uid' / '--drop'"
         )
     options = parse_storage_options(storage_option)
-    savepoint = open_savepoint(source, options, allow_external_files)
-    ensure_consistent(savepoint, copies_only=True)  # refuse inconsistent input before writing
-    plan = plan_migration(savepoint, renames, drop or ())
+    savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
+    plan = statectl.plan_migration(savepoint, renames, drop or ())  # of a consistent savepoint
     output.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(json_output)
     with render.progress("migrate") as progress:
-        report = migrate(
+        report = statectl.write_migration(
             plan,
             destination,
             overwrite=overwrite,

@@ -21,28 +21,28 @@ if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
-    from statectl.operations.diff import DiffReport, Example, StateDiff
-    from statectl.operations.export import ExportReport
-    from statectl.operations.migrate import MigrationReport
-    from statectl.operations.migrate import OperatorReport as MigratedOperator
-    from statectl.operations.plan import ParallelismPlan
-    from statectl.operations.rescale.job import OperatorReport as RescaledOperator
-    from statectl.operations.rescale.job import RescaleReport
-    from statectl.operations.rescale.load import SubtaskLoads
-    from statectl.operations.rescale.plan import (
+    from statectl.api.reports import (
+        DiffReport,
+        Example,
+        ExportReport,
         KeyedTarget,
-        OperatorPlan,
-        RescalePlan,
-        SubtaskTarget,
-    )
-    from statectl.operations.summary import (
+        MigratedOperator,
+        MigrationReport,
         NativeSummary,
+        OperatorPlan,
         OperatorSummary,
+        ParallelismPlan,
+        RescaledOperator,
+        RescalePlan,
+        RescaleReport,
         SavepointSummary,
+        StateDiff,
         StateSummary,
+        SubtaskLoads,
         SubtaskSummary,
+        SubtaskTarget,
+        Verification,
     )
-    from statectl.operations.verify import Verification
     from statectl.progress import Progress as JobProgress
 
 
@@ -491,7 +491,7 @@ def _state_diff_json(state: StateDiff) -> dict[str, Any]:
 
 
 def _example_json(example: Example) -> dict[str, Any]:
-    from statectl.formats.state_values import jsonable
+    from statectl.api.reports import jsonable
 
     shown: dict[str, Any] = {"change": example.change}
     if example.key_group is not None:
@@ -569,7 +569,7 @@ def _describe(example: Example) -> str:
 
 
 def _text(value: Any) -> str:
-    from statectl.formats.state_values import jsonable
+    from statectl.api.reports import jsonable
 
     return json.dumps(jsonable(value), ensure_ascii=False)
 
@@ -599,9 +599,9 @@ def _operator_plan_json(plan: OperatorPlan, loads: SubtaskLoads | None) -> dict[
         "subtasks": [_subtask_plan_json(plan, target) for target in plan.targets or ()],
     }
     if plan.rekey is not None:
-        from statectl.operations.rescale import rekey
+        from statectl.api.reports import describe_rehash
 
-        entry["rehash"] = rekey.describe(plan.rekey)
+        entry["rehash"] = describe_rehash(plan.rekey)
     if loads is not None:  # the same prediction as `statectl plan`
         entry["keyed_block_bytes"] = list(loads.subtask_bytes)
         entry["keyed_max_over_mean"] = round(loads.max_over_mean, 6)
@@ -765,7 +765,7 @@ def _parallelism_change(op: RescaledOperator) -> str:
 
 
 def migration_to_json(report: MigrationReport) -> dict[str, Any]:
-    from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
+    from statectl.api.reports import CARRIED, DROPPED, RENAMED
 
     return {
         **_pick(report, "source", "destination", "metadata_version"),
@@ -793,7 +793,7 @@ def _migrated_operator_json(op: MigratedOperator) -> dict[str, Any]:
 def _print_migration(report: MigrationReport) -> None:
     from rich.table import Table
 
-    from statectl.operations.migrate import CARRIED, DROPPED, RENAMED
+    from statectl.api.reports import CARRIED, DROPPED, RENAMED
 
     print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
     table = Table()
@@ -812,7 +812,7 @@ def _print_migration(report: MigrationReport) -> None:
 
 
 def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
-    from statectl.operations.migrate import DROPPED, RENAMED
+    from statectl.api.reports import DROPPED, RENAMED
 
     change = op.change
     old = change.old_uid or change.old_id

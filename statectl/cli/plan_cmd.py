@@ -57,14 +57,12 @@ def plan(
 
       statectl plan s3://bucket/sp -p 4,8,16 --json | jq '.operators[].candidates'
     """
-    from statectl.operations.plan import plan_parallelism
-    from statectl.operations.verify import ensure_consistent
-    from statectl.savepoint.reader import open_savepoint
+    import statectl
 
     candidates = _candidates(parallelism)
-    savepoint = open_savepoint(path, parse_storage_options(storage_option), allow_external_files)
-    ensure_consistent(savepoint, [savepoint.find_operator(operator)] if operator else None)
-    result = plan_parallelism(savepoint, operator, candidates, deep)
+    options = parse_storage_options(storage_option)
+    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+    result = statectl.plan(savepoint, operator, candidates, deep)  # of a consistent savepoint
     output.renderer(json_output).parallelism_plan(result)
     if png:
         from statectl.cli.plot import draw_plan  # matplotlib: an optional extra
@@ -75,7 +73,7 @@ def plan(
 def _candidates(text: str | None) -> list[int] | None:
     if text is None:
         return None
-    from statectl.operations.rescale.load import parse_parallelisms
+    from statectl.api import parse_parallelisms
 
     try:
         return parse_parallelisms(text)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from statectl.api import key_group_range
 from statectl.cli.units import human_bytes
-from statectl.formats.key_groups import key_group_range
 
 if TYPE_CHECKING:  # rich draws the tables only: `plan --json` needs none of it
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
-    from statectl.operations.plan import Candidate, OperatorOutlook, ParallelismPlan
+    from statectl.api.reports import Candidate, OperatorOutlook, ParallelismPlan
 
 _BAR_WIDTH = 40
 _MAX_BARS = 64

@@ -12,7 +12,7 @@ from statectl.errors import StatectlError
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
 
-    from statectl.operations.plan import Candidate, OperatorOutlook, ParallelismPlan
+    from statectl.api.reports import Candidate, OperatorOutlook, ParallelismPlan
 
 _WIDTH_INCHES = 10.0
 _ROW_INCHES = 2.6

@@ -30,13 +30,13 @@ def positions_command(
 
       statectl positions ./sp --operator kafka-in --json | jq '.sources[0].splits'
     """
+    import statectl
     from statectl.cli import positions_view
     from statectl.cli.output import print_json
-    from statectl.operations.positions import positions
-    from statectl.savepoint.reader import open_savepoint
 
-    savepoint = open_savepoint(path, parse_storage_options(storage_option), allow_external_files)
-    report = positions(savepoint, operator)
+    options = parse_storage_options(storage_option)
+    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+    report = savepoint.positions(operator)
     if json_output:
         print_json(positions_view.positions_json(report))
     else:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any
 
-from statectl.formats import source_state as ss
+from statectl.api import reports  # with the splits and enumerators of each kind of source
 
 if TYPE_CHECKING:  # rich draws the tables only: `positions --json` needs none of it
-    from statectl.operations.positions import PositionsReport, ReaderSplit, SourcePositions
+    from statectl.api.reports import PositionsReport, ReaderSplit, SourcePositions
 
 _COLUMNS = ("subtask", "split", "topic / path", "partition", "position", "stop / range")
 
@@ -33,12 +33,12 @@ def _source_json(source: SourcePositions) -> dict[str, Any]:
     }
 
 
-def split_json(split: ss.Split | ss.LegacyKafkaOffset) -> dict[str, Any]:
+def split_json(split: reports.Split | reports.LegacyKafkaOffset) -> dict[str, Any]:
     """One split's fields by name, its markers named; raw bytes as base64."""
     match split:
-        case ss.FileSplit():
+        case reports.FileSplit():
             return {"type": "file", **_fields(split)}
-        case ss.KafkaSplit():
+        case reports.KafkaSplit():
             return {
                 "type": "kafka",
                 "split_id": split.split_id,
@@ -49,9 +49,9 @@ def split_json(split: ss.Split | ss.LegacyKafkaOffset) -> dict[str, Any]:
                 "stopping_offset": split.stopping_offset,
                 "stopping_marker": split.stopping_marker,
             }
-        case ss.NumberSequenceSplit():
+        case reports.NumberSequenceSplit():
             return {"type": "number-sequence", **_fields(split)}
-        case ss.LegacyKafkaOffset():
+        case reports.LegacyKafkaOffset():
             return {"type": "legacy-kafka", **_fields(split), "marker": split.marker}
     return {
         "type": "unrecognised",
@@ -61,24 +61,24 @@ def split_json(split: ss.Split | ss.LegacyKafkaOffset) -> dict[str, Any]:
     }
 
 
-def enumerator_json(state: ss.Enumerator | None) -> dict[str, Any] | None:
+def enumerator_json(state: reports.Enumerator | None) -> dict[str, Any] | None:
     match state:
         case None:
             return None
-        case ss.FileEnumerator():
+        case reports.FileEnumerator():
             return {
                 "type": "file",
                 "pending_splits": [split_json(s) for s in state.pending],
                 "processed_paths": list(state.processed_paths),
             }
-        case ss.KafkaEnumerator():
+        case reports.KafkaEnumerator():
             return {
                 "type": "kafka",
                 "version": state.version,
                 "partitions": [_fields(p) for p in state.partitions],
                 "initial_discovery_finished": state.initial_discovery_finished,
             }
-        case ss.NumberSequenceEnumerator():
+        case reports.NumberSequenceEnumerator():
             return {
                 "type": "number-sequence",
                 "remaining": [split_json(s) for s in state.remaining],
@@ -129,48 +129,48 @@ def _row(held: ReaderSplit) -> tuple[str, ...]:
     return (str(held.subtask), *_row_cells(held.split))
 
 
-def _row_cells(split: ss.Split | ss.LegacyKafkaOffset) -> tuple[str, ...]:
+def _row_cells(split: reports.Split | reports.LegacyKafkaOffset) -> tuple[str, ...]:
     """split id, topic or path, partition, position, stop or range."""
     match split:
-        case ss.FileSplit():
+        case reports.FileSplit():
             return (split.split_id, split.path or "-", "", _file_position(split), _range(split))
-        case ss.KafkaSplit():
+        case reports.KafkaSplit():
             start = split.starting_marker or f"next {split.starting_offset}"
             stop = split.stopping_marker or f"stop {split.stopping_offset}"
             return (split.split_id, split.topic, str(split.partition), start, stop)
-        case ss.NumberSequenceSplit():
+        case reports.NumberSequenceSplit():
             return (split.split_id, "", "", f"next {split.first}", f"to {split.last}")
-        case ss.LegacyKafkaOffset():
+        case reports.LegacyKafkaOffset():
             done = split.marker or f"last {split.offset}"
             return (f"{split.topic}-{split.partition}", split.topic, str(split.partition), done, "")
     return ("?", f"unrecognised split (v{split.version}, {len(split.data)} bytes)", "", "", "")
 
 
-def _file_position(split: ss.FileSplit) -> str:
+def _file_position(split: reports.FileSplit) -> str:
     if split.reader_offset is None:
         return "not started"
-    at = "start" if split.reader_offset == ss.FILE_NO_OFFSET else f"byte {split.reader_offset}"
+    at = "start" if split.reader_offset == reports.FILE_NO_OFFSET else f"byte {split.reader_offset}"
     return f"{at} + skip {split.records_to_skip}"
 
 
-def _range(split: ss.FileSplit) -> str:
+def _range(split: reports.FileSplit) -> str:
     return f"bytes {split.offset}..{split.offset + split.length} of {split.file_size}"
 
 
-def _pending(state: ss.Enumerator | None) -> tuple[ss.Split, ...]:
+def _pending(state: reports.Enumerator | None) -> tuple[reports.Split, ...]:
     match state:
-        case ss.FileEnumerator():
+        case reports.FileEnumerator():
             return state.pending
-        case ss.NumberSequenceEnumerator():
+        case reports.NumberSequenceEnumerator():
             return state.remaining
     return ()
 
 
-def _enumerator_lines(state: ss.Enumerator | None) -> list[str]:
+def _enumerator_lines(state: reports.Enumerator | None) -> list[str]:
     match state:
-        case ss.FileEnumerator():
+        case reports.FileEnumerator():
             return [f"processed path: {p}" for p in state.processed_paths]
-        case ss.KafkaEnumerator():
+        case reports.KafkaEnumerator():
             finished = state.initial_discovery_finished
             head = f"enumerator (v{state.version}): {len(state.partitions)} partitions" + (
                 "" if finished is None else f", initial discovery finished: {finished}"
@@ -178,6 +178,6 @@ def _enumerator_lines(state: ss.Enumerator | None) -> list[str]:
             return [head] + [
                 f"{p.topic}-{p.partition}: {p.status or 'ASSIGNED'}" for p in state.partitions
             ]
-        case ss.UnrecognisedEnumerator():
+        case reports.UnrecognisedEnumerator():
             return [f"enumerator: unrecognised (v{state.version}, {len(state.data)} bytes)"]
     return []

@@ -7,7 +7,7 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -30,8 +30,8 @@ from statectl.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from statectl.operations.rescale.plan import RescalePlan
-    from statectl.savepoint.model import Savepoint
+    from statectl.api import Savepoint
+    from statectl.api.reports import Engine, RescalePlan, RescaleReport
 
 
 def rescale(
@@ -101,10 +101,14 @@ def rescale(
         )
 
     def plan_with(savepoint: Savepoint) -> RescalePlan:
-        from statectl.operations.rescale.plan import plan_rescale
+        import statectl
 
-        return plan_rescale(
-            savepoint, parallelism, overrides, max_parallelism, parse_keyed_format(keyed_format)
+        return statectl.plan_rescale(
+            savepoint,
+            parallelism,
+            operators=overrides,
+            max_parallelism=max_parallelism,
+            keyed_format=parse_keyed_format(keyed_format),
         )
 
     flags = WriteFlags(
@@ -156,46 +160,60 @@ def plan_and_write(
     A write prepares its engine first (a cluster's Spark starts in the background, so that its
     start overlaps reading and planning); `--json` reports the seconds of each phase
     (`timings`) and where the tasks ran (`tasks`)."""
+    import statectl
+    from statectl.api import predicted_loads, prepare_engine
+
     options = parse_storage_options(storage_option)
-    engine = None
+    engine, conf = None, {}
     if not flags.dry_run:
-        from statectl.operations.rescale import job
-
         conf = parse_spark_conf(flags.conf)
-        engine = job.prepare_engine(
-            source, flags.destination, flags.master, conf, options, flags.head_start
+        engine = prepare_engine(
+            source,
+            flags.destination,
+            master=flags.master,
+            spark_conf=conf,
+            storage_options=options,
+            head_start=flags.head_start,
         )
-    # Imported once a cluster's Spark is starting, and before the clock: `timings` time work.
-    from statectl.operations.verify import ensure_consistent
-    from statectl.savepoint.reader import open_savepoint
-
-    clock = [time.monotonic()]
-    savepoint = open_savepoint(source, options, flags.allow_external_files)
-    ensure_consistent(savepoint)  # refuse inconsistent input before planning or writing
+    clock = [time.monotonic()]  # after the imports, once a cluster's Spark is starting
+    savepoint = statectl.open(source, options, allow_external_files=flags.allow_external_files)
+    savepoint.ensure_consistent()  # refuse inconsistent input before planning or writing
     clock.append(time.monotonic())
     plan = make_plan(savepoint)
     clock.append(time.monotonic())
     render = output.renderer(flags.json_output)
     if flags.dry_run:
-        from statectl.operations.plan import predicted_keyed_loads
-
-        render.plan(plan, predicted_keyed_loads(plan))
+        render.plan(plan, predicted_loads(plan))
         return
-    from statectl.savepoint.writer import stale_staging
+    report = _write(command, plan, flags, render, options, conf, engine)
+    read, planned = (round(b - a, 3) for a, b in itertools.pairwise(clock))
+    timings = (("read_metadata", read), ("plan", planned), *report.timings)
+    render.rescale(dataclasses.replace(report, timings=timings))
+
+
+def _write(
+    command: str,
+    plan: RescalePlan,
+    flags: WriteFlags,
+    render: output.Renderer,
+    options: dict[str, Any] | None,
+    conf: dict[str, str],
+    engine: Engine | None,
+) -> RescaleReport:
+    """Write `plan` with a progress bar, after warning of other runs' staging folders."""
+    import statectl
+    from statectl.api import stale_staging
 
     output.warn_stale_staging(stale_staging(flags.destination, options))
     with render.progress(command) as progress:
-        report = job.rescale(
+        return statectl.write_rescale(
             plan,
             flags.destination,
             overwrite=flags.overwrite,
             master=flags.master,
             spark_conf=conf,
-            storage_options=options,
-            progress=progress.update,
-            engine=engine,
             head_start=flags.head_start,
+            engine=engine,
+            progress=progress.update,
+            storage_options=options,
         )
-    read, planned = (round(b - a, 3) for a, b in itertools.pairwise(clock))
-    timings = (("read_metadata", read), ("plan", planned), *report.timings)
-    render.rescale(dataclasses.replace(report, timings=timings))

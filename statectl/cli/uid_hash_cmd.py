@@ -27,9 +27,9 @@ def uid_hash(
 
       statectl uid-hash src sink --json | jq -r '.[].id'
     """
-    from statectl.savepoint.model import operator_id_for_uid
+    import statectl
 
     if not all(uids):
         raise typer.BadParameter("a uid must not be empty", param_hint="UID")
-    ids = [(uid, operator_id_for_uid(uid).hex()) for uid in uids]
+    ids = [(uid, statectl.uid_hash(uid)) for uid in uids]
     output.renderer(json_output).uid_hash(ids)

@@ -45,10 +45,10 @@ def verify(
 
       statectl verify s3://bucket/savepoints/sp-1 --deep --json | jq '.findings[]'
     """
-    from statectl.operations.verify import verify_location
+    import statectl
 
     options = parse_storage_options(storage_option)
-    result = verify_location(path, options, deep, allow_external_files)
+    result = statectl.verify(path, deep, options, allow_external_files=allow_external_files)
     output.renderer(json_output).verify(result)
     if not result.ok:
         raise typer.Exit(1)
