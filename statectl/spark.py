@@ -17,6 +17,9 @@ filesystem's storage options (e.g. `storage.endpoint_url`).
 
 `flink-savepoint-metadata` has one row per (operator, state, subtask): the operator's ids and
 parallelism, the state's kind and type, the subtask's key-group range and bytes.
+
+On a cluster (any master but `local…`), `register` ships the `statectl` package to the
+executors, as statectl's own Spark jobs do; its dependencies must be installed there.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
     from pyspark.sql.datasource import Filter
     from pyspark.sql.types import StructType
@@ -37,14 +41,30 @@ if TYPE_CHECKING:
 STATE_FORMAT = "flink-state"
 METADATA_FORMAT = "flink-savepoint-metadata"
 _STORAGE_PREFIX = "storage."
+_PACKAGE_ZIP = "statectl.zip"  # the name `_ship_package` gives the package's archive
 
 
 def register(spark: SparkSession) -> None:
     """Make `flink-state` and `flink-savepoint-metadata` readable in this Spark session (and
-    let Python data sources take filters: `flink-state` prunes subtasks with them)."""
+    let Python data sources take filters: `flink-state` prunes subtasks with them). On a
+    cluster, statectl's package is shipped to the executors first (their Python workers read
+    the partitions; statectl's dependencies must be installed there)."""
+    context = spark.sparkContext
+    if not (context.master or "local").startswith("local") and not _shipped(context):
+        from statectl.execution.spark import _ship_package
+
+        # Before registering: a data source takes the context's Python files as it is
+        # registered, and its reads run with exactly those.
+        _ship_package(context)
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(FlinkStateDataSource)
     spark.dataSource.register(FlinkSavepointMetadataDataSource)
+
+
+def _shipped(context: SparkContext) -> bool:
+    """Whether statectl's package is among the context's files already (a context statectl
+    started for a cluster has it, and so has one `register` ran on): it is shipped once."""
+    return any(path.rsplit("/", 1)[-1] == _PACKAGE_ZIP for path in context.listFiles)
 
 
 def _storage_options(options: Mapping[str, str]) -> dict[str, Any] | None:
