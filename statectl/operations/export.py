@@ -24,15 +24,20 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, LocalEngine
+from statectl.formats.java_types import key_group_prefix_bytes
+from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import Decoded, StateCodec
 from statectl.formats.values import Raw
-from statectl.savepoint import entries, writer
-from statectl.savepoint.entries import KeyedSource, OperatorFile
+from statectl.formats.values import batch as batch_values
+from statectl.savepoint import entries, tables, writer
+from statectl.savepoint.entries import KeyedFile, KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.storage import Location, locate
 
@@ -157,6 +162,14 @@ def task_rows(task: ExportTask) -> Iterator[Row]:
         yield from _operator_rows(task.operator, task.state)
 
 
+def task_tables(task: ExportTask) -> Iterator[Row | pa.Table]:
+    """`task_rows`, keyed entries of canonical files as tables of many rows (same rows)."""
+    if task.keyed is not None:
+        yield from _keyed_tables(task.keyed, task.key_groups, task.state)
+    if task.operator is not None:
+        yield from _operator_rows(task.operator, task.state)
+
+
 def json_text(value: Any) -> str:
     """JSON text of a value's JSON form (UTF-8; a Java string's lone surrogates as \\ud8xx)."""
     text = json.dumps(value, ensure_ascii=False)
@@ -194,50 +207,149 @@ def _keyed_rows(
     header = file.header()
     codecs = entries.codecs_for(header, file.flink_major)
     for entry in file.entries(key_groups, header):
-        name = entry.state.name
-        if state is not None and name != state:
-            continue
-        codec = codecs[name]
-        try:
-            parts = entries.split_key(entry, file.max_parallelism, codec)
-        except StatectlError as exc:
-            where = f"{file.description} (key group {entry.key_group}, state {name})"
-            raise exc.with_source(where) from None
-        key = _part(codec, "key", codec.decode_key(parts.key))
-        namespace = (
-            _Part(None, "namespace: not separable from the key")
-            if parts.namespace is None
-            else _part(codec, "namespace", codec.decode_namespace(parts.namespace))
+        if state is None or entry.state.name == state:
+            yield _keyed_row(file, codecs[entry.state.name], entry)
+
+
+def _keyed_row(file: KeyedSource, codec: StateCodec, entry: entries.KeyedEntry) -> Row:
+    name = entry.state.name
+    try:
+        parts = entries.split_key(entry, file.max_parallelism, codec)
+    except StatectlError as exc:
+        where = f"{file.description} (key group {entry.key_group}, state {name})"
+        raise exc.with_source(where) from None
+    key = _part(codec, "key", codec.decode_key(parts.key))
+    namespace = (
+        _Part(None, "namespace: not separable from the key")
+        if parts.namespace is None
+        else _part(codec, "namespace", codec.decode_namespace(parts.namespace))
+    )
+    user_key = (
+        _Part(None, None)
+        if parts.user_key is None
+        else _part(codec, "user_key", codec.decode_user_key(parts.user_key))
+    )
+    timers = entry.state.kind == "TIMERS"
+    decoded = Decoded(None) if timers else codec.decode_value(entry.value)
+    value = _Part(None, None) if timers else _part(codec, "value", decoded.value)
+    return Row(
+        file.operator,
+        file.operator_id,
+        "keyed",
+        name,
+        entry.state.kind,
+        file.subtask,
+        entry.key_group,
+        parts.key,
+        parts.namespace,
+        parts.user_key,
+        parts.timestamp,
+        entry.value,
+        key_json=key.json,
+        namespace_json=namespace.json,
+        user_key_json=user_key.json,
+        value_json=value.json,
+        ttl_timestamp_json=_ttl_json(decoded),
+        value_type=None if timers else codec.value_type,
+        raw_reason=_first(key.reason, namespace.reason, user_key.reason, value.reason),
+    )
+
+
+def _keyed_tables(
+    file: KeyedSource, key_groups: tuple[int, int] | None, state: str | None
+) -> Iterator[Row | pa.Table]:
+    """`_keyed_rows` as tables of many entries: a canonical file's entries a batch of blocks at
+    a time, those whose parts decode in batches (`tables.decode_fast`) without a Python step per
+    entry, the others (and native instances) row by row; rows in the same order."""
+    if not isinstance(file, entries.KeyedFile):
+        yield from _keyed_rows(file, key_groups, state)
+        return
+    header = file.header()
+    codecs = entries.codecs_for(header, file.flink_major)
+    readers = {name: tables.readers_for(codec) for name, codec in codecs.items()}
+    prefix = key_group_prefix_bytes(file.max_parallelism)
+    for batch in tables.entry_batches(file, key_groups, header):
+        pieces: list[pa.Table] = []
+        order: list[np.ndarray[Any, Any]] = []
+        for state_id, meta in enumerate(header.states):
+            rows = np.flatnonzero(batch.state_ids == state_id)
+            if (state is not None and meta.name != state) or not len(rows):
+                continue
+            codec, state_readers = codecs[meta.name], readers[meta.name]
+            if state_readers is None:
+                pieces.append(_slow_table(file, codec, batch, rows, meta))
+            else:
+                fast = tables.decode_fast(state_readers, batch, rows, prefix)
+                table = _fast_table(file, meta, codec, state_readers, batch, rows, fast)
+                left = fast.left
+                if len(left):
+                    slow = _slow_table(file, codec, batch, rows[left], meta)
+                    table = tables.patched(table, left, slow)
+                pieces.append(table)
+            order.append(rows)
+        if pieces:
+            yield _ordered(pieces, np.concatenate(order))
+
+
+def _slow_table(
+    file: KeyedFile,
+    codec: StateCodec,
+    batch: tables.EntryBatch,
+    rows: np.ndarray[Any, Any],
+    meta: StateMetaInfo,
+) -> pa.Table:
+    keyed = [_keyed_row(file, codec, batch.entry(i, meta)) for i in rows.tolist()]
+    return pa.Table.from_batches([_batch(keyed)])
+
+
+def _ordered(pieces: list[pa.Table], order: np.ndarray[Any, Any]) -> pa.Table:
+    """The pieces' rows by their entry order (`order`: each row's entry, piece after piece)."""
+    table = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    return tables.in_entry_order(table, order)
+
+
+def _fast_table(
+    file: KeyedFile,
+    meta: StateMetaInfo,
+    codec: StateCodec,
+    readers: tables.StateReaders,
+    batch: tables.EntryBatch,
+    rows: np.ndarray[Any, Any],
+    fast: tables.FastParts,
+) -> pa.Table:
+    """The export rows of the entries `decode_fast` read, column by column (those it did not
+    take are replaced by the caller)."""
+    chosen = rows
+    count = len(chosen)
+    buf = batch.buffer
+    key_ends, value_ends = batch.key_ends[chosen], batch.value_ends[chosen]
+
+    def ranges(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> pa.Array:
+        return batch_values.binary_array(pa.binary(), buf, starts, ends - starts, fast.taken)
+
+    def constant(value: Any, arrow: pa.DataType) -> pa.Array:
+        return (
+            pa.nulls(count, arrow).fill_null(value) if value is not None else pa.nulls(count, arrow)
         )
-        user_key = (
-            _Part(None, None)
-            if parts.user_key is None
-            else _part(codec, "user_key", codec.decode_user_key(parts.user_key))
-        )
-        timers = entry.state.kind == "TIMERS"
-        decoded = Decoded(None) if timers else codec.decode_value(entry.value)
-        value = _Part(None, None) if timers else _part(codec, "value", decoded.value)
-        yield Row(
-            file.operator,
-            file.operator_id,
-            "keyed",
-            name,
-            entry.state.kind,
-            file.subtask,
-            entry.key_group,
-            parts.key,
-            parts.namespace,
-            parts.user_key,
-            parts.timestamp,
-            entry.value,
-            key_json=key.json,
-            namespace_json=namespace.json,
-            user_key_json=user_key.json,
-            value_json=value.json,
-            ttl_timestamp_json=_ttl_json(decoded),
-            value_type=None if timers else codec.value_type,
-            raw_reason=_first(key.reason, namespace.reason, user_key.reason, value.reason),
-        )
+
+    columns = {
+        "operator": constant(file.operator, pa.string()),
+        "operator_id": constant(file.operator_id, pa.string()),
+        "scope": constant("keyed", pa.string()),
+        "state": constant(meta.name, pa.string()),
+        "kind": constant(meta.kind, pa.string()),
+        "subtask": constant(file.subtask, pa.int32()),
+        "key_group": pa.array(batch.key_groups[chosen].astype(np.int32), pa.int32()),
+        "key": ranges(fast.key_start, fast.namespace_start),
+        "namespace": ranges(fast.namespace_start, key_ends),
+        "value": ranges(fast.value_start, value_ends),
+        "key_json": readers.key.json(fast.key),
+        "namespace_json": readers.namespace.json(fast.namespace),
+        "value_json": readers.value.json(fast.value),
+        "value_type": constant(codec.value_type, pa.string()),
+    }
+    arrays = [columns.get(f.name, pa.nulls(count, f.type)) for f in SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
 def _operator_rows(file: OperatorFile, state: str | None) -> Iterator[Row]:
@@ -306,6 +418,23 @@ class Tally:
             first = seen.first_reason if seen else row.raw_reason
             self.raw[label] = RawCount((seen.rows if seen else 0) + 1, first)
 
+    def count_table(self, table: pa.Table) -> None:
+        """`count` of every row of a table."""
+        labels = pc.binary_join_element_wise(table.column("operator"), table.column("state"), "/")
+        for item in pc.value_counts(labels).to_pylist():
+            label, rows = item["values"], item["counts"]
+            self.rows[label] = self.rows.get(label, 0) + rows
+        reasons = table.column("raw_reason")
+        if reasons.null_count == len(reasons):
+            return
+        valid = pc.is_valid(reasons)
+        for label, reason in zip(
+            labels.filter(valid).to_pylist(), reasons.filter(valid).to_pylist(), strict=True
+        ):
+            seen = self.raw.get(label)
+            first = seen.first_reason if seen else reason
+            self.raw[label] = RawCount((seen.rows if seen else 0) + 1, first)
+
     def add(self, other: Tally) -> None:
         for label, rows in other.rows.items():
             self.rows[label] = self.rows.get(label, 0) + rows
@@ -315,25 +444,80 @@ class Tally:
             self.raw[label] = RawCount((seen.rows if seen else 0) + raw.rows, first)
 
 
-def write_rows(rows: Iterator[Row], sink: Any) -> tuple[int, Tally]:
-    """Rows into one Parquet stream, a row group per batch; (rows, the tally per state)."""
+def write_rows(rows: Iterator[Row | pa.Table], sink: Any) -> tuple[int, Tally]:
+    """Rows (single or as tables) into one Parquet stream, a row group per batch of
+    `BATCH_ROWS` rows or `BATCH_BYTES` (whichever comes first); (rows, the tally per state)."""
     total = 0
     tally = Tally()
     with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as parquet:
-        batch: list[Row] = []
-        size = 0
-        for row in rows:
-            batch.append(row)
-            size += len(row.value) + len(row.key or b"") + 64
-            tally.count(row)
-            if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
-                parquet.write_batch(_batch(batch))
-                total += len(batch)
-                batch, size = [], 0
-        if batch or total == 0:
-            parquet.write_batch(_batch(batch))
-            total += len(batch)
+        batch = _Batch()
+        for item in rows:
+            if isinstance(item, pa.Table):
+                tally.count_table(item)
+                full = batch.add_table(item)
+            else:
+                tally.count(item)
+                full = batch.add(item)
+            for ready in full:
+                parquet.write_batch(ready)
+                total += ready.num_rows
+        if batch.rows or total == 0:
+            ready = batch.flush()
+            parquet.write_batch(ready)
+            total += ready.num_rows
     return total, tally
+
+
+class _Batch:
+    """The rows of the row group being gathered, cut where `write_rows` always cut them."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.pending: list[Row] = []
+        self.rows = 0
+        self.size = 0
+
+    def _full(self) -> bool:
+        return self.rows >= BATCH_ROWS or self.size >= BATCH_BYTES
+
+    def add(self, row: Row) -> list[pa.RecordBatch]:
+        self.pending.append(row)
+        self.rows += 1
+        self.size += len(row.value) + len(row.key or b"") + 64
+        return [self.flush()] if self._full() else []
+
+    def add_table(self, table: pa.Table) -> list[pa.RecordBatch]:
+        self._settle()
+        value = pc.binary_length(table.column("value")).to_numpy(zero_copy_only=False)
+        key = pc.fill_null(pc.binary_length(table.column("key")), 0).to_numpy(zero_copy_only=False)
+        sizes = np.cumsum(value.astype(np.int64) + key + 64)
+        ready, start = [], 0
+        while start < table.num_rows:
+            ends = self.size + sizes[start:] - (sizes[start - 1] if start else 0)
+            by_bytes = np.flatnonzero(ends >= BATCH_BYTES)
+            take = min(BATCH_ROWS - self.rows, table.num_rows - start)
+            if len(by_bytes):
+                take = min(take, int(by_bytes[0]) + 1)
+            self.tables.append(table.slice(start, take))
+            self.rows += take
+            self.size = int(ends[take - 1])
+            start += take
+            if self._full():
+                ready.append(self.flush())
+        return ready
+
+    def _settle(self) -> None:
+        if self.pending:
+            self.tables.append(pa.Table.from_batches([_batch(self.pending)]))
+            self.pending = []
+
+    def flush(self) -> pa.RecordBatch:
+        self._settle()
+        table = pa.concat_tables(self.tables).combine_chunks() if self.tables else None
+        self.tables, self.rows, self.size = [], 0, 0
+        if table is None or table.num_rows == 0:
+            return _batch([])
+        return table.to_batches()[0]
 
 
 def _batch(rows: list[Row]) -> pa.RecordBatch:
@@ -354,7 +538,7 @@ def write_part(
     task: ExportTask, folder_url: str, storage_options: dict[str, Any] | None
 ) -> list[_PartResult]:
     """One task's rows as one part file of the output folder (none when it has no rows)."""
-    rows = task_rows(task)
+    rows = task_tables(task)
     first = next(rows, None)
     if first is None:
         return []
@@ -364,7 +548,7 @@ def write_part(
     return [_PartResult(task.part, count, tally)]
 
 
-def _chain(first: Row, rest: Iterator[Row]) -> Iterator[Row]:
+def _chain(first: Row | pa.Table, rest: Iterator[Row | pa.Table]) -> Iterator[Row | pa.Table]:
     yield first
     yield from rest
 
@@ -404,7 +588,7 @@ def _export_file(
         except OSError as exc:
             raise writer.unwritable(exc, target) from None
         with sink:
-            rows, tally = write_rows((r for t in tasks for r in task_rows(t)), sink)
+            rows, tally = write_rows((r for t in tasks for r in task_tables(t)), sink)
         _replace(temp, target)
     except BaseException:
         _remove(temp)

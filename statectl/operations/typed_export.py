@@ -13,6 +13,7 @@ folder is staged and moved into place at the end, and an existing one is replace
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -36,14 +37,22 @@ CHUNK_BYTES = 128 << 20  # key-group blocks per part file
 
 @dataclass(frozen=True)
 class TypedTask:
-    """One state's rows from one subtask's file (a key-group range of a keyed one)."""
+    """The rows of some states from one subtask's file (a key-group range of a keyed one: every
+    state of it from one pass; an operator-state file: one state)."""
 
-    state: str
-    folder: str  # `<operator>/<state>` inside the output, percent-encoded
-    part: str
+    states: tuple[TypedOutput, ...]
     keyed: KeyedSource | None = None
     key_groups: tuple[int, int] | None = None
     operator: OperatorFile | None = None
+
+
+@dataclass(frozen=True)
+class TypedOutput:
+    """Where one state's rows of a task go."""
+
+    state: str
+    folder: str  # `<operator>/<state>` inside the output, percent-encoded
+    part: str = ""
 
 
 @dataclass(frozen=True)
@@ -60,16 +69,16 @@ def folder_name(operator: str, state: str) -> str:
 
 
 def plan_typed(sp: Savepoint, operator: str | None, state: str | None) -> list[TypedTask]:
+    """A task per keyed file chunk (all its states) and per operator state of a file; parts are
+    numbered per state in savepoint order."""
     ops = [sp.find_operator(operator)] if operator else list(sp.operators)
     tasks: list[TypedTask] = []
     for op in ops:
         for keyed in entries.keyed_files(sp, op):
-            for name in (s.name for s in keyed.header().states):
-                if state is None or name == state:
-                    tasks += [
-                        TypedTask(name, folder_name(keyed.operator, name), "", keyed, chunk)
-                        for chunk in keyed.chunks(CHUNK_BYTES)
-                    ]
+            names = [s.name for s in keyed.header().states if state is None or s.name == state]
+            if names:
+                outputs = tuple(TypedOutput(n, folder_name(keyed.operator, n)) for n in names)
+                tasks += [TypedTask(outputs, keyed, chunk) for chunk in keyed.chunks(CHUNK_BYTES)]
         broadcast_read: set[str] = set()
         for file in entries.operator_files(sp, op):
             for meta in file.handle.states:
@@ -78,51 +87,95 @@ def plan_typed(sp: Savepoint, operator: str | None, state: str | None) -> list[T
                     continue
                 if meta.mode == DistributionMode.BROADCAST:  # every subtask holds the same map
                     broadcast_read.add(name)
-                folder = folder_name(file.operator, name)
-                tasks.append(TypedTask(name, folder, "", operator=file))
+                output = TypedOutput(name, folder_name(file.operator, name))
+                tasks.append(TypedTask((output,), operator=file))
     if state is not None and not tasks:
         raise StatectlError(f"unknown state {state!r}", sp.directory.url)
     counts: dict[str, int] = {}
     numbered = []
     for task in tasks:
-        n = counts[task.folder] = counts.get(task.folder, -1) + 1
-        numbered.append(replace(task, part=f"part-{n:05d}.parquet"))
+        parts = []
+        for output in task.states:
+            n = counts[output.folder] = counts.get(output.folder, -1) + 1
+            parts.append(replace(output, part=f"part-{n:05d}.parquet"))
+        numbered.append(replace(task, states=tuple(parts)))
     return numbered
 
 
 def task_batches(
-    task: TypedTask, raw: tables.RawTally
-) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
-    """The task's state schema and its record batches (streamed)."""
-    if task.keyed is not None:
-        header = task.keyed.header()
-        codec = entries.codecs_for(header, task.keyed.flink_major)[task.state]
-        batches = tables.keyed_batches(task.keyed, task.state, codec, task.key_groups, raw)
-        return codec.arrow_schema(), batches
+    task: TypedTask, raws: dict[str, tables.RawTally]
+) -> tuple[dict[str, pa.Schema], Iterator[tuple[str, pa.Table | pa.RecordBatch]]]:
+    """Each state's schema and the task's (state, record batch) pairs (streamed)."""
+    if isinstance(task.keyed, entries.KeyedFile):
+        all_codecs = entries.codecs_for(task.keyed.header(), task.keyed.flink_major)
+        codecs = {o.state: all_codecs[o.state] for o in task.states}
+        batches = tables.keyed_state_batches(task.keyed, codecs, task.key_groups, raws)
+        return {n: c.arrow_schema() for n, c in codecs.items()}, batches
+    if task.keyed is not None:  # a native instance: a pass per state
+        return _native_batches(task, task.keyed, raws)
     assert task.operator is not None
-    codec = tables.operator_state_codec(task.operator, task.state)
-    return codec.arrow_schema(), tables.operator_batches(task.operator, task.state, codec, raw)
+    (output,) = task.states
+    codec = tables.operator_state_codec(task.operator, output.state)
+    raw = raws.setdefault(output.state, tables.RawTally())
+    batches = tables.operator_batches(task.operator, output.state, codec, raw)
+    return {output.state: codec.arrow_schema()}, ((output.state, b) for b in batches)
+
+
+def _native_batches(
+    task: TypedTask, source: KeyedSource, raws: dict[str, tables.RawTally]
+) -> tuple[dict[str, pa.Schema], Iterator[tuple[str, pa.Table | pa.RecordBatch]]]:
+    codecs = entries.codecs_for(source.header(), source.flink_major)
+    names = [o.state for o in task.states]
+
+    def batches() -> Iterator[tuple[str, pa.Table | pa.RecordBatch]]:
+        for name in names:
+            raw = raws.setdefault(name, tables.RawTally())
+            for b in tables.keyed_batches(source, name, codecs[name], task.key_groups, raw):
+                yield name, b
+
+    return {n: codecs[n].arrow_schema() for n in names}, batches()
 
 
 def write_typed_part(
     task: TypedTask, folder_url: str, storage_options: dict[str, Any] | None
-) -> TypedPart:
-    raw = tables.RawTally()
-    schema, batches = task_batches(task, raw)
-    folder = locate(folder_url, storage_options).child(task.folder)
-    folder.fs.makedirs(folder.path, exist_ok=True)
-    target = folder.child(task.part)
-    rows = 0
-    with (
-        target.fs.open(target.path, "wb") as sink,
-        pq.ParquetWriter(sink, schema, compression="zstd") as parquet,
-    ):
-        for batch in batches:
-            parquet.write_batch(batch)
-            rows += batch.num_rows
-        if rows == 0:  # an empty state still has its schema
-            parquet.write_table(schema.empty_table())
-    return TypedPart(task.folder, rows, raw.rows, raw.first_reason)
+) -> list[TypedPart]:
+    """The task's part file of every state (an empty state's part still has its schema)."""
+    raws: dict[str, tables.RawTally] = {}
+    schemas, batches = task_batches(task, raws)
+    root = locate(folder_url, storage_options)
+    outputs = {o.state: o for o in task.states}
+    rows = dict.fromkeys(outputs, 0)
+    with contextlib.ExitStack() as stack:
+        writers: dict[str, pq.ParquetWriter] = {}
+
+        def writer_of(name: str) -> pq.ParquetWriter:
+            if name not in writers:
+                folder = root.child(outputs[name].folder)
+                folder.fs.makedirs(folder.path, exist_ok=True)
+                target = folder.child(outputs[name].part)
+                sink = stack.enter_context(target.fs.open(target.path, "wb"))
+                parquet = pq.ParquetWriter(sink, schemas[name], compression="zstd")
+                writers[name] = stack.enter_context(parquet)
+            return writers[name]
+
+        for name, batch in batches:
+            if isinstance(batch, pa.Table):
+                writer_of(name).write_table(batch)
+            else:
+                writer_of(name).write_batch(batch)
+            rows[name] += batch.num_rows
+        for name in outputs:
+            if rows[name] == 0:
+                writer_of(name).write_table(schemas[name].empty_table())
+    return [
+        TypedPart(
+            outputs[name].folder,
+            rows[name],
+            raws[name].rows if name in raws else 0,
+            raws[name].first_reason if name in raws else None,
+        )
+        for name in outputs
+    ]
 
 
 def export_typed(
@@ -142,7 +195,8 @@ def export_typed(
     staged = writer.stage(output.rstrip("/"), overwrite, storage_options, TYPED_FOLDER)
     try:
         url = staged.staging_url
-        parts = engine.run(tasks, lambda task: write_typed_part(task, url, storage_options))
+        results = engine.run(tasks, lambda task: write_typed_part(task, url, storage_options))
+        parts = [part for result in results for part in result]
         writer.publish_folder(staged)
     except BaseException:
         writer.discard(staged)

@@ -14,14 +14,24 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
+
 from statectl.errors import StatectlError
+from statectl.formats import entry_scan, keyed_blocks
+from statectl.formats.java_types import key_group_prefix_bytes
+from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import DECODE_ERRORS, StateCodec, operator_codec
-from statectl.formats.values import Codec, Raw, RawCodec, Undecodable
+from statectl.formats.values import Codec, Raw, RawCodec, Undecodable, batch
 from statectl.savepoint import entries
 from statectl.savepoint.entries import KeyedSource, OperatorFile
+from statectl.savepoint.keyed import block_spans, iter_blocks
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+Int64s = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
 
 BATCH_ROWS = 8192
 
@@ -117,22 +127,33 @@ def keyed_batches(
     for entry in file.entries(key_groups, header):
         if entry.state.name != state:
             continue
-        try:
-            parts = entries.split_key(entry, file.max_parallelism, codec)
-        except StatectlError as exc:
-            where = f"{file.description} (key group {entry.key_group}, state {state})"
-            raise exc.with_source(where) from None
-        columns.put("key", codec.key, codec.decode_key(parts.key))
-        namespace = None if parts.namespace is None else codec.decode_namespace(parts.namespace)
-        columns.put("namespace", codec.namespace, namespace)
-        if codec.kind == "TIMERS":
-            columns.data["timestamp"].append(parts.timestamp)
-        else:
-            _put_value(columns, codec, user_value, parts.user_key, entry.value)
+        _put_entry(columns, file, state, codec, user_value, entry)
         if len(columns) >= batch_rows:
             yield columns.batch()
     if len(columns):
         yield columns.batch()
+
+
+def _put_entry(
+    columns: _Columns,
+    file: KeyedSource,
+    state: str,
+    codec: StateCodec,
+    user_value: Codec | None,
+    entry: entries.KeyedEntry,
+) -> None:
+    try:
+        parts = entries.split_key(entry, file.max_parallelism, codec)
+    except StatectlError as exc:
+        where = f"{file.description} (key group {entry.key_group}, state {state})"
+        raise exc.with_source(where) from None
+    columns.put("key", codec.key, codec.decode_key(parts.key))
+    namespace = None if parts.namespace is None else codec.decode_namespace(parts.namespace)
+    columns.put("namespace", codec.namespace, namespace)
+    if codec.kind == "TIMERS":
+        columns.data["timestamp"].append(parts.timestamp)
+    else:
+        _put_value(columns, codec, user_value, parts.user_key, entry.value)
 
 
 def _put_value(
@@ -185,3 +206,239 @@ def operator_state_codec(file: OperatorFile, state: str) -> StateCodec:
     mode = next(s.mode for s in file.handle.states if s.name == state)
     meta = file.state_metas().get(state)
     return operator_codec(meta, entries.OPERATOR_KINDS[mode], file.flink_major)
+
+
+# --- batches of entries: every entry of many blocks at once -----------------------------------
+
+BATCH_BLOCK_BYTES = 8 << 20  # uncompressed block bytes decoded together
+
+
+@dataclass
+class EntryBatch:
+    """The entries of consecutive key-group blocks of one file, located in one buffer."""
+
+    buffer: batch.Buffer
+    key_groups: Int64s
+    key_starts: Int64s  # the composite key (its first byte carries the run-end flag)
+    key_ends: Int64s
+    value_ends: Int64s
+    state_ids: Int64s
+
+    def __len__(self) -> int:
+        return len(self.key_starts)
+
+    def entry(self, i: int, state: StateMetaInfo) -> entries.KeyedEntry:
+        """Entry `i` as `iter_keyed_entries` gives it (flag cleared)."""
+        data = self.buffer.data
+        key = bytearray(data[self.key_starts[i] : self.key_ends[i]].tobytes())
+        key[0] &= ~keyed_blocks.FIRST_BIT_IN_BYTE_MASK
+        value = data[self.key_ends[i] + 4 : self.value_ends[i]].tobytes()
+        return entries.KeyedEntry(state, int(self.key_groups[i]), bytes(key), value)
+
+
+def entry_batches(
+    file: entries.KeyedFile,
+    key_groups: tuple[int, int] | None,
+    header: KeyedStateHeader,
+    max_bytes: int = BATCH_BLOCK_BYTES,
+) -> Iterator[EntryBatch]:
+    """Every entry of `file` (in the key-group range), in file order, a batch of blocks at a
+    time; the blocks' entries are found by `entry_scan` (its errors name the block)."""
+    prefix = key_group_prefix_bytes(file.max_parallelism)
+    pending: list[tuple[int, memoryview]] = []
+    size = 0
+    for span, block in iter_blocks(file.stream, block_spans(file.stream, file.handle)):
+        if key_groups and not key_groups[0] <= span.key_group <= key_groups[1]:
+            continue
+        try:
+            raw = keyed_blocks.raw_block(block, header.compressed)
+        except StatectlError as exc:
+            raise exc.with_source(f"{file.description} (key group {span.key_group})") from None
+        pending.append((span.key_group, raw))
+        size += len(raw)
+        if size >= max_bytes:
+            yield _locate(file, pending, prefix, len(header.states))
+            pending, size = [], 0
+    if pending:
+        yield _locate(file, pending, prefix, len(header.states))
+
+
+def _locate(
+    file: entries.KeyedFile, blocks: list[tuple[int, memoryview]], prefix: int, states: int
+) -> EntryBatch:
+    parts: list[tuple[Int64s, ...]] = []
+    base = 0
+    for key_group, raw in blocks:
+        try:
+            starts, key_ends, value_ends, runs = entry_scan.locate(
+                raw, key_group, prefix, states, base
+            )
+        except StatectlError as exc:
+            raise exc.with_source(f"{file.description} (key group {key_group})") from None
+        ids = np.repeat([s for s, _ in runs], [n for _, n in runs]).astype(np.int64)
+        groups = np.full(len(starts), key_group, np.int64)
+        parts.append((groups, starts, key_ends, value_ends, ids))
+        base += len(raw)
+    data = b"".join(raw for _, raw in blocks)
+    columns = [np.concatenate(c) if c else np.zeros(0, np.int64) for c in zip(*parts, strict=True)]
+    return EntryBatch(batch.Buffer(data), *columns)
+
+
+@dataclass
+class FastParts:
+    """A state's entries decoded in batches: the arrays of every row of the selection (a row
+    not `taken` holds a null or whatever its bytes gave: it is replaced by its per-entry
+    decoding) and the parts' byte ranges."""
+
+    taken: Bools
+    key: pa.Array
+    namespace: pa.Array
+    value: pa.Array
+    key_start: Int64s
+    namespace_start: Int64s
+    value_start: Int64s
+
+    @property
+    def left(self) -> Int64s:
+        """The rows (indexes into the selection) left to the per-entry path."""
+        return np.flatnonzero(~self.taken)
+
+
+@dataclass(frozen=True)
+class StateReaders:
+    """The batch readers of a state whose entries decode in batches, or None (`readers_for`)."""
+
+    key: batch.BatchReader
+    namespace: batch.BatchReader
+    value: batch.BatchReader
+
+
+def readers_for(codec: StateCodec) -> StateReaders | None:
+    """Batch readers for a keyed VALUE/REDUCING/AGGREGATING state without TTL whose key is not
+    ambiguous (a fixed-length namespace) and whose parts all read in batches."""
+    if codec.kind not in ("VALUE", "REDUCING", "AGGREGATING") or codec.ttl:
+        return None
+    if codec.namespace is None or codec.namespace.fixed_length is None:
+        return None
+    key = batch.reader_for(codec.key)
+    namespace = batch.reader_for(codec.namespace)
+    value = batch.reader_for(codec.value)
+    if key is None or namespace is None or value is None:
+        return None
+    return StateReaders(key, namespace, value)
+
+
+def decode_fast(
+    readers: StateReaders, entries_batch: EntryBatch, rows: Int64s, prefix: int
+) -> FastParts:
+    """Decode the entries `rows` of the batch; rows it cannot take are not `taken`."""
+    buf = entries_batch.buffer
+    key_starts = entries_batch.key_starts[rows]
+    key_ends = entries_batch.key_ends[rows]
+    value_ends = entries_batch.value_ends[rows]
+    live = np.ones(len(rows), np.bool_)
+    group = buf.words(key_starts, prefix, ">u2" if prefix == 2 else "u1").astype(np.int64)
+    group &= 0x7FFF if prefix == 2 else 0x7F  # the run-end flag
+    live &= group == entries_batch.key_groups[rows]
+    key_at = key_starts + prefix
+    key, ns_at, bad = readers.key.read(buf, key_at, live)
+    live &= ~bad
+    namespace, ns_end, bad = readers.namespace.read(buf, ns_at, live)
+    live &= ~bad & (ns_end == key_ends)
+    value_at = key_ends + 4
+    value, value_end, bad = readers.value.read(buf, value_at, live)
+    live &= ~bad & (value_end == value_ends)
+    return FastParts(live, key, namespace, value, key_at, ns_at, value_at)
+
+
+def keyed_state_batches(
+    file: entries.KeyedFile,
+    codecs: dict[str, StateCodec],
+    key_groups: tuple[int, int] | None = None,
+    raws: dict[str, RawTally] | None = None,
+) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of every state in `codecs` from one pass over a canonical file (a key-group
+    range of it): (state, batch) in file order per state. Entries whose parts decode in
+    batches are taken by `decode_fast`; the others one by one, as `keyed_batches` does."""
+    import pyarrow as pa
+
+    header = file.header()
+    prefix = key_group_prefix_bytes(file.max_parallelism)
+    ids = {i: s for i, s in enumerate(header.states) if s.name in codecs}
+    readers = {name: readers_for(codec) for name, codec in codecs.items()}
+    raws = raws if raws is not None else {}
+    for entry_batch in entry_batches(file, key_groups, header):
+        for state_id, meta in ids.items():
+            rows = np.flatnonzero(entry_batch.state_ids == state_id)
+            if not len(rows):
+                continue
+            codec = codecs[meta.name]
+            raw = raws.setdefault(meta.name, RawTally())
+            state_readers = readers[meta.name]
+            if state_readers is None:
+                yield meta.name, _slow_table(file, codec, entry_batch, rows, meta, raw)
+                continue
+            fast = decode_fast(state_readers, entry_batch, rows, prefix)
+            arrays = [fast.key, fast.namespace, fast.value]
+            table = pa.Table.from_arrays(arrays, schema=codec.arrow_schema())
+            left = fast.left
+            if len(left):
+                slow = _slow_table(file, codec, entry_batch, rows[left], meta, raw)
+                table = patched(table, left, slow)
+            yield meta.name, table
+
+
+def _slow_table(
+    file: entries.KeyedFile,
+    codec: StateCodec,
+    entry_batch: EntryBatch,
+    rows: Int64s,
+    meta: StateMetaInfo,
+    raw: RawTally,
+) -> pa.Table:
+    import pyarrow as pa
+
+    columns = _Columns(codec, codec.arrow_schema(), raw)
+    user_value = codec.user_value_codec()
+    for i in rows.tolist():
+        _put_entry(columns, file, meta.name, codec, user_value, entry_batch.entry(i, meta))
+    return pa.Table.from_batches([columns.batch()])
+
+
+def patched(table: pa.Table, rows: Int64s, replacements: pa.Table) -> pa.Table:
+    """`table` with its rows `rows` (ascending) replaced by those of `replacements`, in order:
+    slices of both when there are few (no copy), else one `take`."""
+    import pyarrow as pa
+
+    if len(rows) > _MAX_SLICES:
+        index = np.arange(table.num_rows)
+        index[rows] = table.num_rows + np.arange(len(rows))
+        return pa.concat_tables([table, replacements]).take(pa.array(index))
+    pieces, at = [], 0
+    for j, row in enumerate(rows.tolist()):
+        pieces += [table.slice(at, row - at), replacements.slice(j, 1)]
+        at = row + 1
+    pieces.append(table.slice(at))
+    return pa.concat_tables(pieces)
+
+
+def in_entry_order(table: pa.Table, order: Int64s) -> pa.Table:
+    """The rows of `table` sorted by `order` (each row's entry number, all different). Runs of
+    rows already in order are sliced, not copied, when there are few of them."""
+    import pyarrow as pa
+
+    if not len(order):
+        return table
+    by_entry = np.argsort(order, kind="stable")
+    breaks = np.flatnonzero(np.diff(by_entry) != 1) + 1
+    if not len(breaks) and by_entry[0] == 0:
+        return table
+    if len(breaks) > _MAX_SLICES:
+        return table.take(pa.array(by_entry))
+    starts = np.concatenate(([0], breaks))
+    ends = np.concatenate((breaks, [len(by_entry)]))
+    runs = [(int(by_entry[a]), int(b - a)) for a, b in zip(starts, ends, strict=True)]
+    return pa.concat_tables([table.slice(first, length) for first, length in runs])
+
+
+_MAX_SLICES = 512

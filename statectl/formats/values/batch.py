@@ -1,0 +1,494 @@
+"""Column readers: many values of one codec at once, with numpy over one buffer.
+
+`reader_for(codec)` gives a `BatchReader` for the layouts that allow it (the base serializers'
+numbers, booleans and Java strings, VoidNamespace, POJOs of those, SQL rows of numbers, strings
+and compact decimals); None for anything else. A reader takes the positions of many values in one
+buffer and returns them as an Arrow array of the codec's `arrow_type()` (what `to_arrow` of each
+`read` gives), the positions after them and the rows it could not take. Rows it cannot take (a
+string that is not ASCII, a POJO subclass, bytes that run past the end) are left to the codec's
+per-value `read`, which also gives their errors: callers decode those one by one, so results are
+the same. `json` gives the JSON text of each value, as `json.dumps(codec.to_json(value))`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from statectl.formats.values import scalars
+from statectl.formats.values.binary_fields import (
+    CompactDecimalField,
+    FixedField,
+    StringField,
+)
+from statectl.formats.values.model import Codec
+from statectl.formats.values.pojo import NO_SUBCLASS, PojoCodec
+from statectl.formats.values.row_data import RowDataCodec
+
+Int64s = npt.NDArray[np.int64]
+Bools = npt.NDArray[np.bool_]
+U8s = npt.NDArray[np.uint8]
+_IS_NULL = 1
+_HIGH_BIT = 0x80
+
+
+PAD = 256  # zero bytes after a batch's data: a fixed-width read past a value's end stays inside
+
+
+class Buffer:
+    """The bytes of a batch (zero-padded by `PAD`), with views several readers share."""
+
+    def __init__(self, data: bytes | bytearray | memoryview) -> None:
+        self.size = len(data)
+        self.data: U8s = np.zeros(self.size + PAD, np.uint8)
+        self.data[: self.size] = np.frombuffer(data, np.uint8)
+        self._views: dict[str, npt.NDArray[Any]] = {}
+
+    def __len__(self) -> int:
+        return self.size
+
+    def view(self, dtype: str) -> npt.NDArray[Any]:
+        """The buffer read as `dtype` at every byte offset (an unaligned view, no copy)."""
+        found = self._views.get(dtype)
+        if found is None:
+            count = len(self.data) - np.dtype(dtype).itemsize + 1
+            found = self._views[dtype] = np.ndarray((count,), dtype, self.data, 0, (1,))
+        return found
+
+    def byte(self, pos: Int64s) -> U8s:
+        """The byte at each position (past the end: a padding or the last byte; callers check
+        bounds themselves)."""
+        return self.data[np.minimum(pos, len(self.data) - 1)]
+
+    def words(self, pos: Int64s, width: int, dtype: str) -> npt.NDArray[Any]:
+        """`width` bytes at each position read as `dtype` (callers check bounds)."""
+        view = self.view(dtype)
+        return view[np.minimum(pos, len(view) - 1)]
+
+    def ranges(self, starts: Int64s, lengths: Int64s) -> U8s:
+        """The bytes [start, start + length) of every row, one after another."""
+        if not len(starts) or not int(lengths.max(initial=0)):
+            return np.zeros(0, np.uint8)
+        width = (int(lengths.max()) + 7) & ~7
+        if width <= PAD:  # rows of `width` bytes through the view, cut to their lengths
+            rows = self.words(starts, width, f"V{width}").view(np.uint8).reshape(-1, width)
+            return rows[np.arange(width) < lengths[:, None]]
+        total = int(lengths.sum())
+        before = np.cumsum(lengths) - lengths
+        index = np.repeat(starts - before, lengths) + np.arange(total, dtype=np.int64)
+        return self.data[index]
+
+
+def bool_array(values: Any) -> Bools:
+    return np.asarray(values, np.bool_)
+
+
+def validity(valid: Bools) -> pa.Buffer | None:
+    return None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+
+
+def binary_array(
+    arrow: pa.DataType, buf: Buffer, starts: Int64s, lengths: Int64s, valid: Bools
+) -> pa.Array:
+    """A binary or string array of the byte ranges (null where not `valid`)."""
+    lengths = np.where(valid, lengths, 0)
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
+    data = buf.ranges(starts, lengths)
+    buffers = [validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
+    return pa.Array.from_buffers(arrow, len(starts), buffers)
+
+
+def ascii_strings(
+    buf: Buffer, starts: Int64s, lengths: Int64s, valid: Bools
+) -> tuple[pa.Array, Bools]:
+    """The ranges as a string array when ASCII; the valid rows that are not (left null)."""
+    lengths = np.where(valid, lengths, 0)
+    offsets = np.concatenate(([0], np.cumsum(lengths)))
+    data = buf.ranges(starts, lengths)
+    high = data >= _HIGH_BIT
+    bad = np.zeros(len(starts), np.bool_)
+    if high.any():  # rare: rows holding such a byte, by a running count at the row bounds
+        count = np.concatenate(([0], np.cumsum(high, dtype=np.int64)))
+        bad = count[offsets[1:]] > count[offsets[:-1]]
+        return ascii_strings(buf, starts, lengths, valid & ~bad)[0], bad
+    buffers = [validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
+    return pa.Array.from_buffers(pa.string(), len(starts), buffers), bad
+
+
+# --- JSON text -----------------------------------------------------------------------------------
+
+
+def _null_text(texts: pa.Array) -> pa.Array:
+    return pc.fill_null(texts, "null")
+
+
+def number_json(values: pa.Array) -> pa.Array:
+    return _null_text(pc.cast(values, pa.string()))
+
+
+_NON_FINITE = {"nan": '"NaN"', "inf": '"Infinity"', "-inf": '"-Infinity"'}
+# Where Arrow's shortest round-trip text is positional as Python's `repr` is (Arrow writes
+# exponents from other magnitudes on): the same digits, "1" for "1.0".
+_POSITIONAL = (1e-4, 1e9)
+
+
+def float_json(values: pa.Array) -> pa.Array:
+    """`float.__repr__` of the double (a FLOAT widened), NaN and infinities as strings."""
+    doubles = values.cast(pa.float64())
+    magnitude = np.abs(doubles.to_numpy(zero_copy_only=False))
+    with np.errstate(invalid="ignore"):
+        plain = ((magnitude >= _POSITIONAL[0]) & (magnitude < _POSITIONAL[1])) | (magnitude == 0)
+    texts = pc.cast(doubles, pa.string())
+    texts = pc.if_else(
+        pc.match_substring(texts, "."), texts, pc.binary_join_element_wise(texts, ".0", "")
+    )
+    others = np.flatnonzero(~plain & doubles.is_valid().to_numpy(zero_copy_only=False))
+    if len(others):  # Python's own text for the rest
+        numbers = doubles.take(pa.array(others)).to_pylist()
+        own = [_NON_FINITE.get(t, t) for t in map(float.__repr__, numbers)]
+        mask = np.zeros(len(values), np.bool_)
+        mask[others] = True
+        replacement = np.empty(len(values), object)
+        replacement[others] = own
+        texts = pc.if_else(pa.array(mask), pa.array(replacement, pa.string()), texts)
+    return _null_text(texts)
+
+
+_ESCAPED = np.zeros(256, np.bool_)
+_ESCAPED[:0x20] = True
+_ESCAPED[[ord('"'), ord("\\")]] = True
+
+
+def string_json(values: pa.Array) -> pa.Array:
+    """`json.dumps(s, ensure_ascii=False)` of ASCII strings: quoted, with quotes and
+    backslashes escaped; the rare one with a control character is left to `json.dumps`."""
+    data = values.buffers()[2]
+    used = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    texts = values
+    if _ESCAPED[used].any():
+        texts = pc.replace_substring(texts, "\\", "\\\\")
+        texts = pc.replace_substring(texts, '"', '\\"')
+    texts = pc.binary_join_element_wise('"', texts, '"', "")
+    if _ESCAPED[used[used < 0x20]].any():
+        control = pc.match_substring_regex(values, "[\\x00-\\x1f]")
+        chosen = [
+            json.dumps(s, ensure_ascii=False) if c else t
+            for s, c, t in zip(
+                values.to_pylist(), control.to_pylist(), texts.to_pylist(), strict=True
+            )
+        ]
+        texts = pa.array(chosen, pa.string())
+    return _null_text(texts)
+
+
+def object_json(names: list[str], texts: list[pa.Array], valid: pa.Array) -> pa.Array:
+    """`{"name": value, …}` as json.dumps writes a dict (", " and ": "), null where not valid."""
+    parts: list[Any] = []
+    for i, (name, text) in enumerate(zip(names, texts, strict=True)):
+        parts += [("{" if i == 0 else ", ") + json.dumps(name) + ": ", text]
+    if not parts:
+        return pc.if_else(valid, "{}", "null")
+    parts.append("}")
+    return pc.if_else(valid, pc.binary_join_element_wise(*parts, ""), "null")
+
+
+# --- readers -------------------------------------------------------------------------------------
+
+
+class BatchReader:
+    """Many values of one codec at once (see the module's docstring)."""
+
+    arrow_type: pa.DataType
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        """The values at `pos` of the `live` rows (null elsewhere), the positions after them
+        (unchanged elsewhere) and the live rows this reader cannot take."""
+        raise NotImplementedError
+
+    def json(self, values: pa.Array) -> pa.Array:
+        """Each value's JSON text ("null" for a null)."""
+        raise NotImplementedError
+
+
+class BigEndian(BatchReader):
+    """A base serializer's fixed-width number (DataOutput: big-endian)."""
+
+    def __init__(self, dtype: str, arrow: pa.DataType, floating: bool = False) -> None:
+        self.dtype = dtype
+        self.width = np.dtype(dtype).itemsize
+        self.arrow_type = arrow
+        self.floating = floating
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        bad = live & (pos + self.width > len(buf))
+        numbers = buf.words(pos, self.width, self.dtype).astype(self.dtype[1:])
+        values = pa.array(numbers, self.arrow_type, mask=~(live & ~bad))
+        return values, np.where(live, pos + self.width, pos), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return float_json(values) if self.floating else number_json(values)
+
+
+class Boolean(BatchReader):
+    arrow_type = pa.bool_()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        bad = live & (pos >= len(buf))
+        values = pa.array(buf.byte(pos) != 0, pa.bool_(), mask=~(live & ~bad))
+        return values, np.where(live, pos + 1, pos), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return number_json(values)
+
+
+class Void(BatchReader):
+    """VoidNamespace, GlobalWindow: one byte, no value."""
+
+    arrow_type = pa.null()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        bad = live & (pos >= len(buf))
+        return pa.nulls(len(pos)), np.where(live, pos + 1, pos), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return pa.array(np.full(len(values), "null", object), pa.string())
+
+
+class JavaString(BatchReader):
+    """`StringSerializer` (`StringValue.writeString`): varint length + 1 (0: null), then each
+    UTF-16 unit as a varint; taken here when every unit is one byte (ASCII) and the length fits
+    two varint bytes."""
+
+    arrow_type = pa.string()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        first = buf.byte(pos).astype(np.int64)
+        second = buf.byte(pos + 1).astype(np.int64)
+        wide = first >= _HIGH_BIT
+        length = np.where(wide, (first & 0x7F) | (second << 7), first)
+        head = np.where(wide, 2, 1)
+        bad = live & ((pos + head > len(buf)) | (wide & (second >= _HIGH_BIT)))
+        null = length == 0
+        chars = np.maximum(length - 1, 0)
+        starts = pos + head
+        bad |= live & (starts + chars > len(buf))
+        values, wide_chars = ascii_strings(buf, starts, chars, live & ~bad & ~null)
+        return values, np.where(live, starts + chars, pos), bad | wide_chars
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return string_json(values)
+
+
+class Pojo(BatchReader):
+    """`PojoSerializer` of a class without subclasses: flags 2 (or 1: null), then per field a
+    null flag and the field's bytes. A subclass value is left to the codec."""
+
+    def __init__(self, codec: PojoCodec, fields: list[BatchReader]) -> None:
+        self.names = codec.names
+        self.fields = fields
+        self.arrow_type = codec.arrow_type()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        flags = buf.byte(pos)
+        bad = live & ((pos >= len(buf)) | ((flags != NO_SUBCLASS) & (flags != _IS_NULL)))
+        own = live & ~bad & (flags == NO_SUBCLASS)
+        pos = np.where(live & ~bad, pos + 1, pos)
+        arrays = []
+        for reader in self.fields:
+            null_flag = buf.byte(pos)
+            bad |= own & (pos >= len(buf))
+            present = own & ~bad & (null_flag == 0)
+            pos = np.where(own & ~bad, pos + 1, pos)
+            values, pos, failed = reader.read(buf, pos, present)
+            bad |= failed
+            own &= ~failed
+            arrays.append(values)
+        mask = pa.array(~(own & ~bad))
+        struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
+        return struct, pos, bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        texts = [r.json(values.field(i)) for i, r in enumerate(self.fields)]
+        return object_json(self.names, texts, values.is_valid())
+
+
+# --- SQL rows ------------------------------------------------------------------------------------
+
+_INLINE = np.uint64(1 << 63)
+
+
+class _Slot:
+    """One BinaryRowData field (little-endian slot; strings inline or in the var part)."""
+
+    arrow_type: pa.DataType
+
+    def read(
+        self, buf: Buffer, base: Int64s, end: Int64s, at: Int64s, live: Bools
+    ) -> tuple[pa.Array, Bools]:
+        raise NotImplementedError
+
+    def json(self, values: pa.Array) -> pa.Array:
+        raise NotImplementedError
+
+
+class _FixedSlot(_Slot):
+    def __init__(self, field: FixedField) -> None:
+        self.code = field.code
+        self.arrow_type = field.arrow_type()
+        self.width = field.width
+
+    def read(
+        self, buf: Buffer, base: Int64s, end: Int64s, at: Int64s, live: Bools
+    ) -> tuple[pa.Array, Bools]:
+        if self.code == "?":
+            numbers: npt.NDArray[Any] = buf.byte(at) != 0
+        else:
+            numbers = buf.words(at, self.width, "<" + _NUMPY[self.code])
+        return pa.array(numbers, self.arrow_type, mask=~live), np.zeros(len(at), np.bool_)
+
+    def json(self, values: pa.Array) -> pa.Array:
+        if self.code in "fd":
+            return float_json(values)
+        return number_json(values)
+
+
+_NUMPY = {"b": "i1", "h": "i2", "i": "i4", "q": "i8", "f": "f4", "d": "f8"}
+
+
+class _StringSlot(_Slot):
+    """CHAR/VARCHAR: ≤ 7 bytes inline (byte 7 = 0x80 | length), else offset << 32 | size into
+    the row; taken here when ASCII."""
+
+    arrow_type = pa.string()
+
+    def read(
+        self, buf: Buffer, base: Int64s, end: Int64s, at: Int64s, live: Bools
+    ) -> tuple[pa.Array, Bools]:
+        word = buf.words(at, 8, "<u8")
+        inline = (word & _INLINE) != 0
+        starts = np.where(inline, at, base + (word >> np.uint64(32)).astype(np.int64))
+        lengths = np.where(
+            inline,
+            ((word >> np.uint64(56)) & np.uint64(0x7F)).astype(np.int64),
+            (word & np.uint64(0xFFFFFFFF)).astype(np.int64),
+        )
+        bad = live & (starts + lengths > end)
+        values, wide_chars = ascii_strings(buf, starts, lengths, live & ~bad)
+        return values, bad | wide_chars
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return string_json(values)
+
+
+class _DecimalSlot(_Slot):
+    """DECIMAL(p ≤ 18): the unscaled long in the slot."""
+
+    def __init__(self, field: CompactDecimalField) -> None:
+        self.precision = field.precision
+        self.scale = field.scale
+        self.arrow_type = field.arrow_type()
+
+    def read(
+        self, buf: Buffer, base: Int64s, end: Int64s, at: Int64s, live: Bools
+    ) -> tuple[pa.Array, Bools]:
+        unscaled = buf.words(at, 8, "<i8").astype(np.int64)
+        limit = 10**self.precision
+        bad = live & ((unscaled >= limit) | (unscaled <= -limit))
+        taken = live & ~bad
+        words = np.stack([unscaled, np.where(unscaled < 0, -1, 0)], axis=1)
+        data = pa.py_buffer(np.ascontiguousarray(np.where(taken[:, None], words, 0)))
+        return pa.Array.from_buffers(self.arrow_type, len(at), [validity(taken), data]), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        """`format(Decimal, "f")` with every digit of the scale, quoted."""
+        return _null_text(pc.binary_join_element_wise('"', pc.cast(values, pa.string()), '"', ""))
+
+
+def _slot(field: Any) -> _Slot | None:
+    if isinstance(field, FixedField):
+        return _FixedSlot(field)
+    if isinstance(field, StringField):
+        return _StringSlot()
+    if type(field) is CompactDecimalField:
+        return _DecimalSlot(field)
+    return None
+
+
+class RowData(BatchReader):
+    """`RowDataSerializer`: i32 size (big-endian), then a BinaryRowData: the header word
+    (RowKind, null bits), an 8-byte slot per field, the var part."""
+
+    def __init__(self, codec: RowDataCodec, slots: list[_Slot]) -> None:
+        self.names = codec.layout.names
+        self.slots = slots
+        self.header = codec.layout.header
+        self.fixed_size = codec.layout.fixed_size
+        self.arrow_type = codec.arrow_type()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        size = buf.words(pos, 4, ">i4").astype(np.int64)
+        base = pos + 4
+        end = base + size
+        bad = live & ((base > len(buf)) | (size < self.fixed_size) | (end > len(buf)))
+        bits = buf.words(base, 8, "<u8")
+        kind = (bits & np.uint64(0xFF)).astype(np.int64)
+        bad |= live & (kind > np.iinfo(np.int8).max)
+        arrays = []
+        for i, slot in enumerate(self.slots):
+            null = ((bits >> np.uint64(i + 8)) & np.uint64(1)) != 0
+            at = base + self.header + 8 * i
+            values, failed = slot.read(buf, base, end, at, live & ~bad & ~null)
+            bad |= failed
+            arrays.append(values)
+        taken = live & ~bad
+        arrays.append(pa.array(kind.astype(np.int8), pa.int8(), mask=~taken))
+        mask = pa.array(~taken)
+        struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
+        return struct, np.where(live, end, pos), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        texts = [s.json(values.field(i)) for i, s in enumerate(self.slots)]
+        return object_json(self.names, texts, values.is_valid())
+
+
+# --- which codecs ------------------------------------------------------------------------------
+
+
+def _scalar_readers() -> dict[int, BatchReader]:
+    return {
+        id(scalars.LONG): BigEndian(">i8", pa.int64()),
+        id(scalars.INT): BigEndian(">i4", pa.int32()),
+        id(scalars.SHORT): BigEndian(">i2", pa.int16()),
+        id(scalars.BYTE): BigEndian(">i1", pa.int8()),
+        id(scalars.DOUBLE): BigEndian(">f8", pa.float64(), floating=True),
+        id(scalars.FLOAT): BigEndian(">f4", pa.float32(), floating=True),
+        id(scalars.BOOLEAN): Boolean(),
+        id(scalars.STRING): JavaString(),
+        id(scalars.VOID): Void(),
+    }
+
+
+_SCALARS = _scalar_readers()
+
+
+def reader_for(codec: Codec | None) -> BatchReader | None:
+    """A batch reader of `codec`'s values, or None when its layout is not read in batches."""
+    if codec is None:
+        return None
+    scalar = _SCALARS.get(id(codec))
+    if scalar is not None:
+        return scalar
+    if isinstance(codec, PojoCodec) and not codec.subclasses:
+        fields = [reader_for(c) for c in codec.codecs]
+        if all(f is not None and not isinstance(f, Void) for f in fields):
+            return Pojo(codec, [f for f in fields if f is not None])
+    if isinstance(codec, RowDataCodec) and len(codec.layout.fields) <= 56:
+        slots = [_slot(f) for f in codec.layout.fields]
+        if all(s is not None for s in slots):
+            return RowData(codec, [s for s in slots if s is not None])
+    return None

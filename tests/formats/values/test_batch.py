@@ -1,0 +1,186 @@
+"""Batch readers (`formats.values.batch`) give what the codecs' per-value reads give: the same
+Arrow values and the same JSON text, for every row they take; rows they leave are the codecs'."""
+
+from __future__ import annotations
+
+import json
+import math
+from decimal import Decimal
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from statectl.formats.logical_types import LogicalType
+from statectl.formats.values import batch, scalars
+from statectl.formats.values.model import Codec
+from statectl.formats.values.pojo import PojoCodec
+from statectl.formats.values.row_data import RowDataCodec
+
+POJO = PojoCodec(
+    "com.acme.Order",
+    ["city", "count", "flag", "id", "name", "score", "small"],
+    [
+        scalars.STRING,
+        scalars.INT,
+        scalars.BOOLEAN,
+        scalars.LONG,
+        scalars.STRING,
+        scalars.DOUBLE,
+        scalars.FLOAT,
+    ],
+    [],
+    {},
+)
+ROW = RowDataCodec(
+    (
+        LogicalType("BIGINT"),
+        LogicalType("INTEGER"),
+        LogicalType("DOUBLE"),
+        LogicalType("VARCHAR", length=100),
+        LogicalType("VARCHAR", length=100),
+        LogicalType("DECIMAL", precision=10, scale=2),
+        LogicalType("BOOLEAN"),
+        LogicalType("SMALLINT"),
+    )
+)
+
+texts = st.one_of(
+    st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40),
+    st.text(max_size=12),  # not ASCII: left to the codec
+    st.sampled_from(['a"b', "back\\slash", "tab\there", "", "x" * 300]),
+)
+doubles = st.one_of(
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from([0.0, -0.0, 1.0, 1e-4, 1e-5, 1e9, 1e16, 123.456, 1 / 7]),
+)
+pojo_values = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "city": st.one_of(st.none(), texts),
+            "count": st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
+            "flag": st.one_of(st.none(), st.booleans()),
+            "id": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+            "name": texts,
+            "score": st.one_of(st.none(), doubles),
+            "small": st.one_of(st.none(), st.floats(width=32)),
+        }
+    ),
+)
+row_values = st.fixed_dictionaries(
+    {
+        "__row_kind": st.integers(0, 3),
+        "f0": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+        "f1": st.integers(-(2**31), 2**31 - 1),
+        "f2": st.one_of(st.none(), doubles),
+        "f3": texts,
+        "f4": st.one_of(st.none(), texts),
+        "f5": st.one_of(
+            st.none(), st.integers(-(10**10) + 1, 10**10 - 1).map(lambda u: Decimal(u).scaleb(-2))
+        ),
+        "f6": st.booleans(),
+        "f7": st.integers(-(2**15), 2**15 - 1),
+    }
+)
+
+
+def encoded(codec: Codec, values: list[Any]) -> tuple[batch.Buffer, np.ndarray, np.ndarray]:
+    """The values' bytes one after another, each after two bytes of noise (as in a block)."""
+    data = bytearray()
+    starts, ends = [], []
+    for value in values:
+        data += b"\x07\x7f"
+        starts.append(len(data))
+        codec.write(value, data)
+        ends.append(len(data))
+    return batch.Buffer(data), np.array(starts, np.int64), np.array(ends, np.int64)
+
+
+def json_text(codec: Codec, value: Any) -> str:
+    return json.dumps(None if value is None else codec.to_json(value), ensure_ascii=False)
+
+
+def check(codec: Codec, values: list[Any]) -> int:
+    """Batch and per-value reads agree on every row the batch reader takes; how many it took."""
+    reader = batch.reader_for(codec)
+    assert reader is not None
+    buf, starts, ends = encoded(codec, values)
+    live = np.ones(len(values), np.bool_)
+    arrays, after, bad = reader.read(buf, starts, live)
+    assert arrays.type == codec.arrow_type()
+    texts = reader.json(arrays).to_pylist()
+    taken = 0
+    for i, value in enumerate(values):
+        if bad[i]:
+            continue
+        taken += 1
+        assert after[i] == ends[i]
+        view = memoryview(bytes(buf.data[starts[i] : ends[i]]))
+        expected = codec.decode(view)
+        arrow = None if expected is None else codec.to_arrow(expected)
+        assert _same(arrays[i].as_py(), arrow), (i, value)
+        assert texts[i] == json_text(codec, expected), (i, value)
+    return taken
+
+
+def _same(got: Any, want: Any) -> bool:
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(_same(got[k], want[k]) for k in got)
+    if isinstance(got, float) and isinstance(want, float):
+        return (math.isnan(got) and math.isnan(want)) or (got == want and str(got) == str(want))
+    return bool(got == want)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(pojo_values, min_size=1, max_size=30))
+def test_pojo_batches_equal_per_value_reads(values: list[Any]) -> None:
+    check(POJO, values)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(row_values, min_size=1, max_size=30))
+def test_row_data_batches_equal_per_value_reads(values: list[Any]) -> None:
+    check(ROW, values)
+
+
+def test_ascii_rows_are_all_taken_and_the_others_left() -> None:
+    values = [
+        {"city": "Kraków", "count": 1, "flag": True, "id": 2, "name": "a", "score": 0.5,
+         "small": 1.5},
+        {"city": "Oslo", "count": None, "flag": None, "id": None, "name": 'q"\\', "score": None,
+         "small": None},
+        None,
+    ]  # fmt: skip
+    assert check(POJO, values) == 2
+
+
+@pytest.mark.parametrize("codec", [scalars.LONG, scalars.INT, scalars.STRING, scalars.DOUBLE])
+def test_scalars(codec: Codec) -> None:
+    samples = {
+        id(scalars.LONG): [0, -1, 2**63 - 1, -(2**63)],
+        id(scalars.INT): [0, -5, 2**31 - 1],
+        id(scalars.STRING): ["", "plain", None, "ünï", "new\nline"],
+        id(scalars.DOUBLE): [0.0, float("nan"), float("-inf"), 2.5, 1e300, 5e-324],
+    }[id(codec)]
+    assert check(codec, samples) >= len(samples) - 1
+
+
+def test_truncated_values_are_left_to_the_codec() -> None:
+    reader = batch.reader_for(POJO)
+    assert reader is not None
+    buf, starts, _ = encoded(POJO, [{"name": "abc", "id": 1}])
+    short = batch.Buffer(bytes(buf.data[: len(buf) - 3]))
+    _, _, bad = reader.read(short, starts, np.ones(1, np.bool_))
+    assert bad.tolist() == [True]
+
+
+def test_unsupported_codecs_have_no_reader() -> None:
+    with_subclass = PojoCodec("A", ["x"], [scalars.LONG], [], {"B": None})
+    assert batch.reader_for(with_subclass) is None
+    assert batch.reader_for(scalars.BIG_DECIMAL) is None
+    assert batch.reader_for(None) is None
+    assert pa.types.is_struct(batch.reader_for(ROW).arrow_type)  # type: ignore[union-attr]
