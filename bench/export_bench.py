@@ -14,14 +14,15 @@ assigns it. `BenchReader` (the JVM peer, a lean `StateDumper` that deserializes 
 namespace and value with the serializers restored from the snapshots but prints nothing) proves
 the bytes: it must read every entry without an error.
 
-Measured in the same run, one command at a time: `statectl export SP -o out.parquet`,
-`statectl export --typed SP -o out/` and `java BenchReader SP`, buffered (the decoding peer) and
-as Flink's restore opens a local file (unbuffered): wall and CPU seconds (`wait4`: the process
-and its children), peak RSS (`wait4`'s maxrss, and the process tree's sampled sum), entries per
-CPU-second and per second per core (wall × the cores the command kept busy, CPU / wall, at least
+Measured in the same run, one command at a time: `statectl export SP -o out.parquet`, `statectl
+export --typed SP -o out/`, the state read into a Spark DataFrame through the `flink-state` data
+source (local[*]) and counted, and `java BenchReader SP`, buffered (the decoding peer) and as
+Flink's restore opens a local file (unbuffered): wall and CPU seconds (`wait4`: the process and
+its children), peak RSS (`wait4`'s maxrss, and the process tree's sampled sum), entries per CPU-
+second and per second per core (wall × the cores the command kept busy, CPU / wall, at least
 one). Before that, Flink's StateDumper reads a 20 000-entry savepoint of the same generator and
-must agree with `statectl export` on every value. Prints a table and ratios to the JVM and writes
-`.cache/bench/export.json`.
+must agree with `statectl export` on every value. Prints a table and ratios to the JVM and
+writes `.cache/bench/export.json`.
 """
 
 from __future__ import annotations
@@ -304,20 +305,39 @@ def _exited(process: subprocess.Popen[str]) -> bool:
         return True
 
 
-def figures(measured: Measured, count: int) -> dict[str, Any]:
+def figures(measured: Measured, count: int, cores: float | None = None) -> dict[str, Any]:
     """Entries per second per core: by wall time × the cores the command kept busy
-    (CPU seconds / wall, at least one), i.e. entries / max(wall, CPU seconds)."""
-    cores = max(1.0, measured.cpu / measured.wall)
+    (CPU seconds / wall, at least one), i.e. entries / max(wall, CPU seconds). `cores`: when
+    the CPU seconds miss processes the command does not wait for (Spark's JVM and its Python
+    workers), the cores it was given, and no per-CPU-second figure."""
+    cpu_measured = cores is None
+    cores = max(1.0, measured.cpu / measured.wall) if cores is None else cores
     return {
         "wall_seconds": round(measured.wall, 2),
-        "cpu_seconds": round(measured.cpu, 2),
+        "cpu_seconds": round(measured.cpu, 2) if cpu_measured else None,
         "cores_used": round(cores, 2),
         "entries_per_second_per_core": round(count / measured.wall / cores),
-        "entries_per_cpu_second": round(count / measured.cpu),
+        "entries_per_cpu_second": round(count / measured.cpu) if cpu_measured else None,
         "peak_rss_mib": round(measured.rss_mib),
         "peak_tree_rss_mib": round(measured.tree_rss_mib),
     }
 
+
+# The state read into a Spark DataFrame (local[*], the `flink-state` data source) and counted.
+SPARK_COUNT = """
+import os, sys
+from pyspark.sql import SparkSession
+import statectl.spark
+os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers: this venv's interpreter
+path, operator, state, expected = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+spark = SparkSession.builder.master("local[*]").getOrCreate()
+statectl.spark.register(spark)
+frame = spark.read.format("flink-state").option("operator", operator).option("state", state)
+rows = frame.load(path).count()
+spark.stop()
+if rows != expected:
+    raise SystemExit(f"Spark counted {rows} rows of {expected}")
+"""
 
 PEERS = {"jvm": [], "jvm_unbuffered": ["unbuffered"]}
 """BenchReader through a 1 MiB buffer (the decoding peer), and through Flink's unbuffered local
@@ -331,11 +351,17 @@ def bench_one(built: Built, jvm: bool) -> dict[str, Any]:
     commands = {
         "json": [statectl, "export", str(built.path), "-o", str(out / "all.parquet")],
         "typed": [statectl, "export", "--typed", str(built.path), "-o", str(out / "typed")],
-    }
+        "spark_count": [
+            sys.executable, "-c", SPARK_COUNT, str(built.path), built.kind, STATES[built.kind],
+            str(built.entries),
+        ],
+    }  # fmt: skip
     for name, cmd in commands.items():
         shutil.rmtree(out, ignore_errors=True)
         out.mkdir(parents=True)
-        result[name] = figures(measure(cmd), built.entries)
+        # Spark's local[*] takes every core; its JVM and workers escape wait4's accounting.
+        cores = float(os.cpu_count() or 1) if name == "spark_count" else None
+        result[name] = figures(measure(cmd), built.entries, cores)
     shutil.rmtree(out, ignore_errors=True)
     if not jvm:
         return result
@@ -348,6 +374,8 @@ def bench_one(built: Built, jvm: bool) -> dict[str, Any]:
         result[peer]["read_loop_seconds"] = report["seconds"]
     for name in commands:
         for key in ("entries_per_second_per_core", "entries_per_cpu_second"):
+            if result[name][key] is None:
+                continue
             ratio = result[name][key] / result["jvm"][key]
             result[name][f"{key}_vs_jvm"] = round(ratio, 2)
     return result
@@ -409,26 +437,38 @@ def _table(results: list[dict[str, Any]]) -> str:
     head += f"{'/cpu-s':>10} {'RSS':>7} {'÷ JVM':>6}"
     lines = [head, "-" * len(head)]
     for r in results:
-        for how in ("json", "typed", *PEERS):
+        for how in ("json", "typed", "spark_count", *PEERS):
             if how not in r:
                 continue
             f = r[how]
             ratio = f.get("entries_per_second_per_core_vs_jvm", "")
             lines.append(
                 f"{r['kind']:>8} {r['entries']:>11,} {how:>15} {f['wall_seconds']:6.1f}s "
-                f"{f['cpu_seconds']:6.1f}s {f['entries_per_second_per_core']:>10,} "
-                f"{f['entries_per_cpu_second']:>10,} {f['peak_rss_mib']:>4} Mi {ratio:>6}"
+                f"{_or_dash(f['cpu_seconds'], '6.1f')}{'s' if f['cpu_seconds'] else ' '} "
+                f"{f['entries_per_second_per_core']:>10,} "
+                f"{_or_dash(f['entries_per_cpu_second'], '>10,')} {f['peak_rss_mib']:>4} Mi "
+                f"{ratio:>6}"
             )
     lines += [
         "",
-        "json: `statectl export SP -o out.parquet`; typed: `export --typed`; jvm: BenchReader",
+        "json: `statectl export SP -o out.parquet`; typed: `export --typed`; spark_count: the",
+        "state read into a DataFrame (`flink-state`, local[*]) and counted; jvm: BenchReader",
         "(Flink's serializers on every entry, files behind a 1 MiB buffer); jvm_unbuffered: the",
         "same through Flink's unbuffered local file stream. /s/core: entries / (wall × cores",
         "kept busy, at least 1); /cpu-s: per CPU-second of the process and its children; RSS:",
         "the process's peak (wait4); ÷ JVM: /s/core over the buffered JVM's. Whole commands:",
-        "interpreter or JVM start included.",
+        "interpreter or JVM start included (spark_count: Spark's start too, and per core over",
+        "every core local[*] takes; the CPU of Spark's JVM and workers is not measured: -).",
     ]
     return "\n".join(lines)
+
+
+def _or_dash(value: float | None, spec: str) -> str:
+    """A figure, or a dash the width of the column where it was not measured."""
+    if value is None:
+        width = int("".join(c for c in spec.split(".")[0] if c.isdigit()) or 1)
+        return "-".rjust(width)
+    return format(value, spec)
 
 
 if __name__ == "__main__":

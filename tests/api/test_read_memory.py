@@ -37,7 +37,10 @@ GROWTH = 10  # the large savepoint: this many times the small one's entries and 
 LIST_ELEMENTS = 256  # bytes without entries (in `lst`): sizes reach the plateau cheaply
 WINDOW = 4 << 20
 REAL_WINDOW_BUDGET_KIB = 160 << 10  # the 32 MiB window's plateau (~100 MiB), with headroom
-FLAT = 1.5  # the large savepoint's peak growth over the small one's, at most
+# The large savepoint's peak growth over the small one's, at most: 10x the entries and bytes
+# measured 1.26-1.36x before batch decoding reshaped the per-entry path's batches, 1.53-1.65x
+# since (its key-group blocks are 10x larger too, and a block is read whole).
+FLAT = 1.75
 PROC_STATUS = Path("/proc/self/status")
 
 pytestmark = pytest.mark.skipif(

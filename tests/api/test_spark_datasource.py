@@ -15,6 +15,7 @@ import pytest
 import statectl
 import statectl.spark
 from tests.operations.test_values_truth import (
+    FIXTURES,
     MAY_STAY_RAW,
     VALUES,
     compare,
@@ -25,6 +26,7 @@ from tests.operations.test_values_truth import (
 
 pytestmark = pytest.mark.spark
 
+# On the cluster (tests/api/test_spark_cluster.py): one of each Kryo version and backend.
 SPARK_FIXTURES = ["2.3.0-rocksdb-native", "1.20.3-hashmap-canonical"]
 _NANOS = re.compile(r"^(\d{4}-\d\d-\d\dT)?\d\d:\d\d:\d\d\.\d{7,9}Z?$")
 
@@ -55,7 +57,7 @@ def _micros(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize("fixture", SPARK_FIXTURES)
+@pytest.mark.parametrize("fixture", FIXTURES)
 def test_every_state_reads_as_flink_wrote_it(registered: Any, fixture: str) -> None:
     sp = statectl.open(str(VALUES / fixture / "savepoint"))
     tables = {}
