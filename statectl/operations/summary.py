@@ -288,34 +288,22 @@ def _operator_states(
     )
 
 
-_OPERATOR_KINDS = {
-    DistributionMode.SPLIT_DISTRIBUTE: "LIST",
-    DistributionMode.UNION: "UNION",
-    DistributionMode.BROADCAST: "BROADCAST",
-}
-
-
 def _operator_codecs(sp: Savepoint, op: OperatorState) -> dict[str, StateCodec]:
     """Operator states' codecs from the header of the first file that holds each (a header
     that does not parse leaves the types unknown: verify reports it)."""
-    from statectl.formats.state_headers import parse_operator_header
-
     codecs: dict[str, StateCodec] = {}
-    flink = flink_major(sp.metadata.version)
     for file in state_entries.operator_files(sp, op):
         wanted = [s for s in file.handle.states if s.name not in codecs]
         if not wanted:
             continue
         try:
-            layout, head = state_entries.operator_file_layout(file.stream, file.handle)
-            header = parse_operator_header(head[: layout.header_length])
+            metas = file.state_metas()
         except StatectlError:
             continue
-        metas = {m.name: m for m in header.states}
         for state in wanted:
             if state.name in metas:
-                kind = _OPERATOR_KINDS[state.mode]
-                codecs[state.name] = operator_codec(metas[state.name], kind, flink)
+                kind = state_entries.OPERATOR_KINDS[state.mode]
+                codecs[state.name] = operator_codec(metas[state.name], kind, file.flink_major)
     return codecs
 
 
