@@ -31,6 +31,7 @@ from statectl.formats.values import (
     TtlValue,
     codec_for,
 )
+from statectl.formats.values.arrow_in import arrow_values, value_from_arrow, values_from_arrow
 from statectl.formats.values.source_splits import source_codec
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ Buffer = bytes | bytearray | memoryview
 
 LIST_DELIMITER = 0x2C  # ListDelimitedSerializer / RocksDB's StringAppendOperator delimiter
 MAP_NULL_VALUE = 0x01  # RocksDBMapState: a null flag byte, no value bytes follow
+MAP_NOT_NULL_VALUE = 0x00
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
 LIST_SNAPSHOT = _BASE + "ListSerializerSnapshot"
@@ -88,6 +90,41 @@ def _reason(exc: BaseException) -> str:
     if isinstance(exc, RecursionError):
         return "value nested too deeply"
     return f"bytes do not match the serializer ({type(exc).__name__}: {exc})"
+
+
+# What goes wrong inside a codec on a value it cannot write (they pack and index freely).
+ENCODE_ERRORS = (
+    FormatError,
+    IndexError,
+    KeyError,
+    TypeError,
+    AttributeError,
+    struct.error,
+    ValueError,
+    UnicodeError,
+    OverflowError,
+    RecursionError,
+)
+
+
+def encode_with(codec: Codec | None, value: Any, what: str = "value") -> bytes:
+    """The bytes of one value, the inverse of `decode_with`: a `Raw` part is its own bytes
+    unchanged; a value no codec writes is a `FormatError` naming `what`."""
+    if isinstance(value, Raw):
+        return value.data
+    if codec is None or isinstance(codec, RawCodec):
+        reason = "no serializer" if codec is None else codec.reason
+        raise FormatError(f"{what} cannot be written ({reason}): only its raw bytes can")
+    try:
+        return codec.encode(value)
+    except ENCODE_ERRORS as exc:
+        detail = exc.message if isinstance(exc, FormatError) else f"{type(exc).__name__}: {exc}"
+        raise FormatError(f"{what} {_short(value)} is not a {codec.describe()} ({detail})") from exc
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def to_json(codec: Codec | None, value: Any) -> Any:
@@ -164,6 +201,82 @@ class StateCodec:
         except DECODE_ERRORS as exc:
             return Decoded(Raw(bytes(data), self.value_type, _reason(exc)))
 
+    # --- encoding: the inverses of the decoders (write-back of edited values) ---
+
+    def encode_key(self, value: Any) -> bytes:
+        return encode_with(self.key, value, "key")
+
+    def encode_namespace(self, value: Any) -> bytes:
+        """A namespace's bytes; None is VoidNamespace (one 0 byte, `VoidNamespaceSerializer`)
+        for states without a namespace of their own."""
+        return encode_with(self.namespace, value, "namespace")
+
+    def encode_user_key(self, value: Any) -> bytes:
+        return encode_with(self.user_key, value, "map user key")
+
+    def encode_value(
+        self,
+        value: Any,
+        ttl_timestamp: int | list[int] | None = None,
+        *,
+        heap_null_map_value: bool = False,
+    ) -> bytes:
+        """A keyed entry's stored value, an operator list element or a broadcast value: the
+        inverse of `decode_value` (`Decoded.value` and `Decoded.ttl_timestamp` give the bytes
+        back). A keyed MAP's null value is RocksDB's form, the flag byte 1 alone, unless
+        `heap_null_map_value`: the heap backend's, the flag then the value serializer's own
+        null (`map_value`); both read back as None."""
+        if self.kind == "TIMERS":
+            return b""  # a timer is all key
+        if isinstance(value, Raw):
+            return value.data
+        codec = self.value
+        if codec is None or isinstance(codec, RawCodec):
+            return encode_with(codec, value, f"{self.kind} value")
+        if self.kind == "LIST" and self.keyed:
+            return self._encode_list(codec, value, ttl_timestamp)
+        if self.kind == "MAP" and self.keyed:
+            return self._encode_map_value(codec, value, ttl_timestamp, heap_null_map_value)
+        return encode_with(codec, self._wrap(value, ttl_timestamp), f"{self.kind} value")
+
+    def _encode_list(self, element: Codec, values: Any, ttl_timestamp: Any) -> bytes:
+        if not isinstance(values, list):
+            raise FormatError(f"a LIST value is a list of elements, not {_short(values)}")
+        if self.ttl:
+            if not isinstance(ttl_timestamp, list) or len(ttl_timestamp) != len(values):
+                raise FormatError(
+                    f"a LIST state with TTL needs one ttl_timestamp per element: {len(values)} "
+                    f"elements, ttl_timestamp {_short(ttl_timestamp)}"
+                )
+            values = [TtlValue(t, v) for t, v in zip(ttl_timestamp, values, strict=True)]
+        try:
+            return join_list(element, values)
+        except ENCODE_ERRORS as exc:  # which element: encode them one by one to say
+            for value in values:
+                encode_with(element, value, "LIST element")
+            raise FormatError(f"LIST value cannot be written: {exc}") from exc
+
+    def _encode_map_value(
+        self, codec: Codec, value: Any, ttl_timestamp: Any, heap_null: bool
+    ) -> bytes:
+        if value is None and (not self.ttl or ttl_timestamp is None):
+            if not heap_null:
+                return bytes((MAP_NULL_VALUE,))
+            return bytes((MAP_NULL_VALUE,)) + encode_with(codec, None, "null MAP value")
+        wrapped = self._wrap(value, ttl_timestamp)
+        return bytes((MAP_NOT_NULL_VALUE,)) + encode_with(codec, wrapped, "MAP value")
+
+    def _wrap(self, value: Any, ttl_timestamp: Any) -> Any:
+        """The user value as the value serializer takes it: in a `TtlValue` with TTL."""
+        if not self.ttl:
+            return value
+        if not isinstance(ttl_timestamp, int) or isinstance(ttl_timestamp, bool):
+            raise FormatError(
+                f"a {self.kind} state with TTL needs the value's ttl_timestamp (epoch ms), "
+                f"not {_short(ttl_timestamp)}"
+            )
+        return TtlValue(ttl_timestamp, value)
+
     def _unwrap(self, value: Any) -> Decoded:
         if isinstance(value, TtlValue):
             return Decoded(value.value, value.timestamp)
@@ -209,15 +322,41 @@ class StateCodec:
             return pa.schema([*fields, pa.field("timestamp", pa.int64())])
         if self.kind == "MAP":
             fields.append(pa.field("user_key", arrow(self.user_key)))
-        element = self.user_value_codec()
-        value = arrow(element)
-        # A list statectl cannot split stays one binary value: the stored bytes.
-        as_list = self.kind == "LIST" and element is not None and not isinstance(element, RawCodec)
-        fields.append(pa.field("value", pa.list_(value) if as_list else value))
+        value = arrow(self.user_value_codec())
+        fields.append(pa.field("value", pa.list_(value) if self._value_is_list() else value))
         if self.ttl:
             ttl = pa.timestamp("ms", "UTC")
             fields.append(pa.field("ttl_timestamp", pa.list_(ttl) if self.kind == "LIST" else ttl))
         return pa.schema(fields)
+
+    def _value_is_list(self) -> bool:
+        """Whether a keyed LIST's `value` column holds lists of elements; a list statectl cannot
+        split stays one binary value there, the stored bytes."""
+        element = self.user_value_codec()
+        return (
+            self.kind == "LIST"
+            and self.keyed
+            and element is not None
+            and not isinstance(element, RawCodec)
+        )
+
+    def column_from_arrow(self, name: str, column: pa.Array | pa.ChunkedArray) -> list[Any]:
+        """A column of this state's table (`arrow_schema`) back to what the decoders give and
+        the encoders take: `key`, `namespace`, `user_key` and `value` as the codecs' values (a
+        keyed LIST's as lists of elements), `ttl_timestamp` as epoch ms (lists of them for a
+        LIST), `timestamp` and `subtask` as ints. A null stays None: a part that did not
+        decode is null in a typed column and cannot come back from it."""
+        if name in ("key", "namespace", "user_key"):
+            return values_from_arrow(getattr(self, name), column)
+        if name != "value":
+            return arrow_values(column)
+        element = self.user_value_codec()
+        if not self._value_is_list():
+            return values_from_arrow(element, column)
+        return [
+            None if values is None else [value_from_arrow(element, v) for v in values]
+            for values in arrow_values(column)
+        ]
 
 
 def split_list(element: Codec, data: Buffer) -> list[Any]:

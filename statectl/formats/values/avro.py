@@ -147,6 +147,10 @@ class AvroType:
     def to_arrow(self, value: Any) -> Any:
         return value
 
+    def from_arrow(self, value: Any) -> Any:
+        """`Codec.from_arrow` for a value of this type (never None)."""
+        return value
+
     def to_json(self, value: Any) -> Any:
         return value
 
@@ -398,6 +402,9 @@ class DecimalType(AvroType):
     def to_arrow(self, value: Any) -> Any:
         return value if self.precision <= _DECIMAL256_DIGITS else format(value, "f")
 
+    def from_arrow(self, value: Any) -> Any:
+        return Decimal(value)
+
     def to_json(self, value: Any) -> Any:
         return format(value, "f")
 
@@ -469,6 +476,9 @@ class RecordType(AvroType):
 
     def to_arrow(self, value: Any) -> Any:
         return {n: None if (v := value.get(n)) is None else t.to_arrow(v) for n, t in self.fields}
+
+    def from_arrow(self, value: Any) -> Any:
+        return {n: None if (v := value.get(n)) is None else t.from_arrow(v) for n, t in self.fields}
 
     def to_json(self, value: Any) -> Any:
         return {n: None if (v := value.get(n)) is None else t.to_json(v) for n, t in self.fields}
@@ -578,6 +588,9 @@ class ArrayType(CollectionType):
     def to_arrow(self, value: Any) -> Any:
         return [None if v is None else self.items.to_arrow(v) for v in value]
 
+    def from_arrow(self, value: Any) -> Any:
+        return [None if v is None else self.items.from_arrow(v) for v in value]
+
     def to_json(self, value: Any) -> Any:
         return [None if v is None else self.items.to_json(v) for v in value]
 
@@ -617,6 +630,9 @@ class MapType(CollectionType):
 
     def to_arrow(self, value: Any) -> Any:
         return [(k, None if v is None else self.values.to_arrow(v)) for k, v in value]
+
+    def from_arrow(self, value: Any) -> Any:
+        return [(k, None if v is None else self.values.from_arrow(v)) for k, v in value]
 
     def to_json(self, value: Any) -> Any:
         return map_json([(k, None if v is None else self.values.to_json(v)) for k, v in value])
@@ -683,6 +699,15 @@ class UnionType(AvroType):
             return self._value_branches()[0].to_arrow(value)
         branch = self.branches[value.index]
         return {branch.union_name: branch.to_arrow(value.value)}
+
+    def from_arrow(self, value: Any) -> Any:
+        """A plain union's one branch; else the `Branch` whose field is set."""
+        if self.plain:
+            return self._value_branches()[0].from_arrow(value)
+        for index, branch in enumerate(self.branches):
+            if index != self.null_index and value.get(branch.union_name) is not None:
+                return Branch(index, branch.from_arrow(value[branch.union_name]))
+        raise FormatError(f"a value of {self.describe()} with no branch set")
 
     def to_json(self, value: Any) -> Any:
         if self.plain:
@@ -913,6 +938,9 @@ class AvroCodec(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         return self.root.to_arrow(value)
+
+    def from_arrow(self, value: Any) -> Any:
+        return self.root.from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         return self.root.to_json(value)

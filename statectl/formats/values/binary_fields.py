@@ -94,6 +94,10 @@ class Field:
     def to_arrow(self, value: Any) -> Any:
         return value
 
+    def from_arrow(self, value: Any) -> Any:
+        """`Codec.from_arrow` for a value of this field (never None)."""
+        return value
+
     def to_json(self, value: Any) -> Any:
         return value
 
@@ -271,6 +275,9 @@ class TimestampField(Field):
         if converted not in _INT64:
             raise Undecodable(f"{self.describe()} value out of the range of a {self.unit()} time")
         return converted
+
+    def from_arrow(self, value: Any) -> Any:
+        return value * 1000 if not self.compact and self.unit() == "us" else value
 
     def to_json(self, value: Any) -> Any:
         nanos = value * _NANOS_PER_MILLI if self.compact else value

@@ -131,6 +131,14 @@ class RowLayout:
             for n, f in zip(self.names, self.fields, strict=True)
         }
 
+    def from_arrow(self, value: Any) -> dict[str, Any]:
+        """A row as `read` gives it: its RowKind (+I unless the Arrow struct says) and fields."""
+        row: dict[str, Any] = {ROW_KIND: value.get(ROW_KIND) or 0}
+        for name, field in zip(self.names, self.fields, strict=True):
+            item = value.get(name)
+            row[name] = None if item is None else field.from_arrow(item)
+        return row
+
     def to_json(self, value: Any) -> dict[str, Any]:
         return {
             n: None if (v := value.get(n)) is None else f.to_json(v)
@@ -172,6 +180,9 @@ class RowField(ChunkField):
 
     def to_arrow(self, value: Any) -> Any:
         return self.layout.to_arrow(value) if self.layout.fields else None
+
+    def from_arrow(self, value: Any) -> Any:
+        return self.layout.from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         return self.layout.to_json(value)
@@ -253,6 +264,10 @@ class ArrayField(ChunkField):
         convert = self.layout.element.to_arrow
         return [None if v is None else convert(v) for v in value]
 
+    def from_arrow(self, value: Any) -> Any:
+        convert = self.layout.element.from_arrow
+        return [None if v is None else convert(v) for v in value]
+
     def to_json(self, value: Any) -> Any:
         convert = self.layout.element.to_json
         return [None if v is None else convert(v) for v in value]
@@ -319,6 +334,10 @@ class MapField(ChunkField):
     def to_arrow(self, value: Any) -> Any:
         key, item = self.layout.keys.element.to_arrow, self.layout.values.element.to_arrow
         return [(key(k), None if v is None else item(v)) for k, v in value]
+
+    def from_arrow(self, value: Any) -> Any:
+        key, item = self.layout.keys.element.from_arrow, self.layout.values.element.from_arrow
+        return [(None if k is None else key(k), None if v is None else item(v)) for k, v in value]
 
     def to_json(self, value: Any) -> Any:
         key, item = self.layout.keys.element.to_json, self.layout.values.element.to_json

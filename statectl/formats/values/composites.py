@@ -74,6 +74,10 @@ class ListCodec(Codec):
         convert = self.element.to_arrow
         return [None if v is None else convert(v) for v in value]
 
+    def from_arrow(self, value: Any) -> Any:
+        convert = self.element.from_arrow
+        return [None if v is None else convert(v) for v in value]
+
     def to_json(self, value: Any) -> Any:
         convert = self.element.to_json
         return [None if v is None else convert(v) for v in value]
@@ -193,6 +197,10 @@ class MapCodec(Codec):
         key, item = self.key.to_arrow, self.value.to_arrow
         return [(key(k), None if v is None else item(v)) for k, v in value]
 
+    def from_arrow(self, value: Any) -> Any:
+        key, item = self.key.from_arrow, self.value.from_arrow
+        return [(key(k), None if v is None else item(v)) for k, v in value]
+
     def to_json(self, value: Any) -> Any:
         key, item = self.key.to_json, self.value.to_json
         return map_json([(key(k), None if v is None else item(v)) for k, v in value])
@@ -256,6 +264,9 @@ class NullableCodec(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         return None if value is None else self.inner.to_arrow(value)
+
+    def from_arrow(self, value: Any) -> Any:
+        return None if value is None else self.inner.from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         return None if value is None else self.inner.to_json(value)
@@ -324,6 +335,14 @@ class EitherCodec(Codec):
         if value.is_left:
             return {"left": converted, "right": None}
         return {"left": None, "right": converted}
+
+    def from_arrow(self, value: Any) -> Any:
+        """The side that is set (Flink's `Either` holds no null on either side)."""
+        if value.get("left") is not None:
+            return Either(True, self.left.from_arrow(value["left"]))
+        if value.get("right") is not None:
+            return Either(False, self.right.from_arrow(value["right"]))
+        raise FormatError("an EITHER value with neither side set")
 
     def to_json(self, value: Any) -> Any:
         side = self.left if value.is_left else self.right
@@ -422,6 +441,12 @@ class StructCodec(Codec):
             return None
         return {
             n: None if (v := value.get(n)) is None else c.to_arrow(v)
+            for n, c in zip(self.names, self.codecs, strict=True)
+        }
+
+    def from_arrow(self, value: Any) -> Any:
+        return {
+            n: None if (v := value.get(n)) is None else c.from_arrow(v)
             for n, c in zip(self.names, self.codecs, strict=True)
         }
 
@@ -553,6 +578,12 @@ class RowCodec(StructCodec):
             converted[ROW_KIND] = value.get(ROW_KIND, 0)
         return converted
 
+    def from_arrow(self, value: Any) -> Any:
+        converted = super().from_arrow(value)
+        if self.kind_bits:
+            converted[ROW_KIND] = value.get(ROW_KIND) or 0
+        return converted
+
 
 @register(_RUNTIME + "RowSerializer$RowSerializerSnapshot")
 def _row(snapshot: SerializerSnapshot, context: Context) -> Codec:
@@ -615,6 +646,11 @@ class TtlCodec(Codec):
     def to_arrow(self, value: Any) -> Any:
         inner = None if value.value is None else self.user.to_arrow(value.value)
         return {"ttl_timestamp": value.timestamp, "value": inner}
+
+    def from_arrow(self, value: Any) -> Any:
+        inner = value.get("value")
+        user = None if inner is None else self.user.from_arrow(inner)
+        return TtlValue(value["ttl_timestamp"], user)
 
     def to_json(self, value: Any) -> Any:
         return None if value.value is None else self.user.to_json(value.value)

@@ -1200,6 +1200,11 @@ class KryoCodec(Codec):
     def to_arrow(self, value: Any) -> Any:
         return json.dumps(to_json(value), ensure_ascii=False, separators=(",", ":"))
 
+    def from_arrow(self, value: Any) -> Any:
+        """Not from the JSON text: it does not say the Java class of each object (Integer or
+        Long, HashMap or TreeMap), which picks the bytes."""
+        raise Undecodable("Kryo values are written back from their bytes, not from their JSON")
+
     def to_json(self, value: Any) -> Any:
         return to_json(value)
 

@@ -72,6 +72,14 @@ class Codec:
         None: a null is null in every form."""
         return value
 
+    def from_arrow(self, value: Any) -> Any:
+        """The decoded value back from what `to_arrow` gave, as Arrow gives it back in its
+        storage form (`arrow_in.arrow_values`: dates, times and timestamps as the integers of
+        their unit, extension types as their storage); never given None. Encoding the result
+        gives the bytes the value was read from; `Undecodable` where the Arrow form does not
+        hold what the bytes need."""
+        return value
+
     def to_json(self, value: Any) -> Any:
         """The value as JSON holds it, by the rules of docs/values.md; never given None."""
         return value
@@ -125,6 +133,10 @@ class RawCodec(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         return value.data if isinstance(value, Raw) else value
+
+    def from_arrow(self, value: Any) -> Any:
+        """The raw bytes of the binary column, kept raw."""
+        return value if isinstance(value, Raw) else Raw(bytes(value), self.type_class, self.reason)
 
     def to_json(self, value: Any) -> Any:
         return None

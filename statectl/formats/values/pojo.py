@@ -137,6 +137,20 @@ class PojoCodec(Codec):
             converted[subclass] = codec.to_arrow({k: v for k, v in value.items() if k != CLASS})
         return converted
 
+    def from_arrow(self, value: Any) -> Any:
+        """The POJO's own fields, or a subclass's from the struct under its name."""
+        subclass = value.get(CLASS)
+        if subclass is not None and subclass != self.type_class:
+            codec = self.subclasses.get(subclass)
+            fields = value.get(subclass)
+            if codec is None or fields is None:
+                raise Undecodable(f"subclass {subclass} of {self.type_class} has no fields here")
+            return {**codec.from_arrow(fields), CLASS: subclass}
+        return {
+            n: None if (v := value.get(n)) is None else c.from_arrow(v)
+            for n, c in zip(self.names, self.codecs, strict=True)
+        }
+
     def to_json(self, value: Any) -> Any:
         subclass = value.get(CLASS)
         if subclass is not None:

@@ -113,6 +113,9 @@ class RowDataCodec(Codec):
     def to_arrow(self, value: Any) -> Any:
         return {**self.layout.to_arrow(value), ROW_KIND: value.get(ROW_KIND, 0)}
 
+    def from_arrow(self, value: Any) -> Any:
+        return self.layout.from_arrow(value)
+
     def to_json(self, value: Any) -> Any:
         return self.layout.to_json(value)
 
@@ -164,6 +167,9 @@ class _BinaryCodec(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         return self.field.to_arrow(value)
+
+    def from_arrow(self, value: Any) -> Any:
+        return self.field.from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         return self.field.to_json(value)
@@ -267,6 +273,9 @@ class TimestampDataCodec(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         return self.field.to_arrow(value)
+
+    def from_arrow(self, value: Any) -> Any:
+        return self.field.from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         return self.field.to_json(value)

@@ -57,7 +57,16 @@ def _arrow(name: str, *args: Any) -> Callable[[], pa.DataType]:
 class Scalar(Codec):
     """A fixed-width or self-delimiting scalar, described by its functions."""
 
-    __slots__ = ("_arrow_type", "_json", "_name", "_read", "_to_arrow", "_write", "fixed_length")
+    __slots__ = (
+        "_arrow_type",
+        "_from_arrow",
+        "_json",
+        "_name",
+        "_read",
+        "_to_arrow",
+        "_write",
+        "fixed_length",
+    )
 
     def __init__(
         self,
@@ -69,8 +78,10 @@ class Scalar(Codec):
         fixed_length: int | None = None,
         json: Callable[[Any], Any] | None = None,
         to_arrow: Callable[[Any], Any] | None = None,
+        from_arrow: Callable[[Any], Any] | None = None,
     ) -> None:
         self._name = name
+        self._from_arrow = from_arrow
         self._read = read
         self._write = write
         self._arrow_type = arrow_type
@@ -89,6 +100,9 @@ class Scalar(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         return value if self._to_arrow is None or value is None else self._to_arrow(value)
+
+    def from_arrow(self, value: Any) -> Any:
+        return value if self._from_arrow is None or value is None else self._from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         return value if self._json is None or value is None else self._json(value)
@@ -268,7 +282,13 @@ def _write_big_decimal(value: Any, out: bytearray) -> None:
 
 
 BIG_INTEGER = Scalar(
-    "BIG_INTEGER", read_big_integer, write_big_integer, _arrow("string"), json=str, to_arrow=str
+    "BIG_INTEGER",
+    read_big_integer,
+    write_big_integer,
+    _arrow("string"),
+    json=str,
+    to_arrow=str,
+    from_arrow=int,
 )
 BIG_DECIMAL = Scalar(
     "BIG_DECIMAL",
@@ -277,6 +297,7 @@ BIG_DECIMAL = Scalar(
     _arrow("string"),
     json=lambda d: format(d, "f"),
     to_arrow=lambda d: format(d, "f"),
+    from_arrow=Decimal,  # a negative scale is lost in plain notation: 5E+3 comes back as 5000
 )
 
 

@@ -60,6 +60,9 @@ class _SourceCodec(Codec):
     def to_arrow(self, value: Any) -> Any:
         return json.dumps(self.to_json(value), ensure_ascii=False, separators=(",", ":"))
 
+    def from_arrow(self, value: Any) -> Any:
+        raise Undecodable(f"{self.describe()} values are written back only as read, not from JSON")
+
     def to_json(self, value: Any) -> Any:
         return {"kind": value.kind, **value.fields}
 
