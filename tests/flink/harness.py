@@ -943,6 +943,61 @@ def regenerate_values(
     return written
 
 
+# --------------------------------------------------------------------------- values restore oracle
+
+# A request of `restore_values` (ValuesRestore.java): the savepoint to restore, where the new
+# savepoint goes, and the overrides of the `values` operator's keyed states (by their name in the
+# original job).
+VALUES_RESTORE_FIELDS = (
+    "savepoint", "out", "backend", "parallelism", "max_parallelism", "allow_non_restored",
+    "ttl_on", "ttl_off", "rename", "drop",
+)  # fmt: skip
+
+
+def restore_values(version: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Restores each request's savepoint into the values job on Flink `version` (one JVM for the
+    batch, one MiniCluster, in order) with the request's state overrides, takes a CANONICAL
+    savepoint of the restored job into `out` and dumps it (StateDumper) into out/dump.jsonl.
+
+    A request: `savepoint` (savepoint dir, fixture dir or _metadata), `out` (a directory), and
+    optionally `backend` (hashmap|rocksdb; default: rocksdb when the savepoint has RocksDB native
+    handles), `parallelism` (2), `max_parallelism` (128), `allow_non_restored` (False), `ttl_on`
+    (states registered with TTL although the job has none), `ttl_off` (TTL states registered
+    without), `rename` ({name in the savepoint: name the job registers}), `drop` (states not
+    registered). One result per request: {ok, error (None, or the exception chain "Class:
+    message | caused by ..."), savepoint (the new savepoint dir), dump (its dump.jsonl), lines
+    (the dump's lines, parsed; None when not ok), unreachable ([[state, key], ...]: keys getKeys
+    lists under a registered keyed state of `values` that read as nothing after setCurrentKey),
+    misplaced ([[state, key], ...]: keys whose key group is outside their subtask's range),
+    checked (the number of (state, key) pairs checked; the three are None when the job did not
+    get that far), seconds}."""
+    if not requests:
+        return []
+    todo = []
+    for request in requests:
+        unknown = set(request) - set(VALUES_RESTORE_FIELDS)
+        if unknown:
+            raise TypeError(f"unknown restore_values fields {sorted(unknown)}")
+        if "savepoint" not in request or "out" not in request:
+            raise TypeError(f"a restore_values request needs savepoint and out: {request}")
+        todo.append(
+            {
+                **request,
+                "savepoint": str(_savepoint_dir(request["savepoint"])),
+                "out": str(Path(request["out"]).resolve()),
+            }
+        )
+    with tempfile.TemporaryDirectory(prefix="statectl-values-restore-") as tmp:
+        requests_file, results_file = Path(tmp) / "requests.json", Path(tmp) / "results.json"
+        requests_file.write_text(json.dumps(todo, indent=1))
+        args = ["restore", str(requests_file), str(results_file)]
+        _run_values(VALUES_JOB_MAIN, args, version=version, timeout=180 + 60 * len(todo))
+        results = json.loads(results_file.read_text())
+    for result in results:
+        result["lines"] = read_jsonl(result["dump"]) if result["ok"] else None
+    return results
+
+
 # --------------------------------------------------------------------------- sources (positions)
 
 # tests/flink/sources/src: FileSourceJob (a FileSource job saved mid-file) and SourceDumper (what
@@ -964,22 +1019,48 @@ def compile_sources(version: str = FLINK_VERSION) -> Path:
 
 def file_source_savepoint() -> Path:
     """FileSourceJob's output, cached under .cache/flink/sources-savepoint-<hash of the sources>/:
-    `savepoint/` (CANONICAL, taken mid-file), `input/` (the files read) and `truth.json` (the
-    dumper's reading of the savepoint). Returns that directory; one JVM when missing."""
+    `savepoint/` (CANONICAL, taken mid-file, state inline in `_metadata`), `savepoint-files/`
+    (another run: state in files, Snappy-compressed), `truth.json` and `truth-files.json` (the
+    dumper's reading of each). The files read are in `file_source_input()`, where the savepoints'
+    splits name them (a restore reads them there). Returns that directory; one JVM when missing."""
     classes = compile_sources()
     root = CACHE / classes.name.replace("sources-classes-", "sources-savepoint-")
-    if (root / "truth.json").is_file():
+    if (root / "truth-files.json").is_file():
         return root
     with _lock("sources-savepoint"):
-        if not (root / "truth.json").is_file():
+        if not (root / "truth-files.json").is_file():
             staging = Path(tempfile.mkdtemp(prefix=".sources-", dir=CACHE))
             try:
-                _run_java(SOURCES_MAIN, [str(staging)], timeout=300, classes=classes, extra_jars=[files_connector_jar()])  # fmt: skip
+                args = [str(staging), str(file_source_input())]
+                _run_java(SOURCES_MAIN, args, timeout=300, classes=classes, extra_jars=[files_connector_jar()])  # fmt: skip
                 shutil.rmtree(root, ignore_errors=True)
                 os.replace(staging, root)
             finally:
                 shutil.rmtree(staging, ignore_errors=True)
     return root
+
+
+def file_source_input() -> Path:
+    """The text files FileSourceJob reads (`part-<i>.txt`, lines `file <i> line <n>`): a fixed
+    folder per version of the sources, beside the cached savepoints."""
+    return CACHE / compile_sources().name.replace("sources-classes-", "sources-input-")
+
+
+def restore_file_source(savepoints: list[str | Path]) -> list[dict[str, Any]]:
+    """Restores each FileSourceJob savepoint (one JVM for all) into the same job, which reads its
+    bounded input to the end; per savepoint {"ok", "error", "lines"}: what the restored job read,
+    {"<file index>": [line numbers, sorted]} (a line read twice is there twice)."""
+    if not savepoints:
+        return []
+    classes = compile_sources()
+    items = [{"path": str(Path(p).resolve()), "input": str(file_source_input())} for p in savepoints]  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="statectl-sources-") as tmp:
+        request_file, out = Path(tmp) / "requests.json", Path(tmp) / "results.json"
+        request_file.write_text(json.dumps(items, indent=1))
+        args = ["restore", str(out), str(request_file)]
+        _run_java(SOURCES_MAIN, args, timeout=300 + 60 * len(items), classes=classes, extra_jars=[files_connector_jar()])  # fmt: skip
+        results: list[dict[str, Any]] = json.loads(out.read_text())
+    return results
 
 
 # --------------------------------------------------------------------------- SQL values

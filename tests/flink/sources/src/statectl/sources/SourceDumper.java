@@ -14,7 +14,12 @@ import org.apache.flink.runtime.checkpoint.Checkpoints;
 import org.apache.flink.runtime.checkpoint.OperatorState;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.runtime.checkpoint.metadata.CheckpointMetadata;
+import org.apache.flink.runtime.state.CompressibleFSDataInputStream;
+import org.apache.flink.runtime.state.OperatorBackendSerializationProxy;
 import org.apache.flink.runtime.state.OperatorStateHandle;
+import org.apache.flink.runtime.state.SnappyStreamCompressionDecorator;
+import org.apache.flink.runtime.state.StreamCompressionDecorator;
+import org.apache.flink.runtime.state.UncompressedStreamCompressionDecorator;
 import org.apache.flink.runtime.state.StreamStateHandle;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.SerializationFeature;
@@ -68,7 +73,20 @@ public final class SourceDumper {
                 if (info == null) {
                     continue;
                 }
-                try (FSDataInputStream in = handle.openInputStream()) {
+                StreamCompressionDecorator decorator;
+                try (FSDataInputStream raw = handle.openInputStream()) {
+                    // OperatorBackendSerializationProxy: i32 version, then (v6+) the compression flag
+                    DataInputStream header = new DataInputStream(raw);
+                    boolean compressed = header.readInt() >= 6 && header.readBoolean();
+                    decorator = compressed
+                            ? SnappyStreamCompressionDecorator.INSTANCE
+                            : UncompressedStreamCompressionDecorator.INSTANCE;
+                }
+                // as OperatorStateRestoreOperation reads elements: each offset starts a new stream
+                try (FSDataInputStream file = handle.openInputStream()) {
+                    new OperatorBackendSerializationProxy(SourceDumper.class.getClassLoader())
+                            .read(new DataInputViewStreamWrapper(file));
+                    FSDataInputStream in = new CompressibleFSDataInputStream(file, decorator);
                     for (long offset : info.getOffsets()) {
                         in.seek(offset);
                         byte[] element = BytePrimitiveArraySerializer.INSTANCE.deserialize(new DataInputViewStreamWrapper(in));

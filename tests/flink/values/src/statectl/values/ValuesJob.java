@@ -51,6 +51,10 @@ import java.util.stream.Stream;
  * savepoint is taken right before its NATIVE one with no record in between: the "twin". Each kind
  * goes to out_root/prefix-kind/{savepoint/, truth.jsonl, manifest.json}; truth.jsonl is the
  * {@link StateDumper} output of the savepoint, for rocksdb-native that of its canonical twin.
+ *
+ * <p>{@code ValuesJob restore <requests.json> <results.json>}: {@link ValuesRestore} (restores
+ * savepoints of this job with per-request overrides of its states, takes a CANONICAL savepoint of
+ * each and dumps it).
  */
 public final class ValuesJob {
     private ValuesJob() {}
@@ -60,8 +64,13 @@ public final class ValuesJob {
 
     public static void main(String[] args) throws Exception {
         TimeZone.setDefault(TimeZone.getTimeZone("UTC"));
+        if (args.length == 3 && args[0].equals("restore")) {
+            ValuesRestore.main(Paths.get(args[1]), Paths.get(args[2]));
+            System.exit(0);
+        }
         if (args.length < 5 || !args[0].equals("write")) {
-            System.err.println("usage: ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...");
+            System.err.println("usage: ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...\n"
+                    + "       ValuesJob restore <requests.json> <results.json>");
             System.exit(2);
         }
         Path root = Paths.get(args[1]).toAbsolutePath();
@@ -74,19 +83,7 @@ public final class ValuesJob {
                 throw new IllegalArgumentException("unknown kind " + kind);
             }
         }
-        Configuration clusterConf = new Configuration();
-        clusterConf.setString("taskmanager.memory.managed.size", "256m");
-        clusterConf.setString("taskmanager.memory.network.min", "64m");
-        clusterConf.setString("taskmanager.memory.network.max", "64m");
-        clusterConf.setString("rest.bind-port", "0");
-        clusterConf.setString("state.storage.fs.memory-threshold", "0b"); // Flink < 1.20 reads it here only
-        MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
-                .setConfiguration(clusterConf)
-                .setNumTaskManagers(1)
-                .setNumSlotsPerTaskManager(Math.max(2, parallelism))
-                .withRandomPorts()
-                .build());
-        cluster.start();
+        MiniCluster cluster = startCluster(Math.max(2, parallelism));
         Path work = Files.createTempDirectory("statectl-values-");
         Map<String, Map<String, Object>> written = new LinkedHashMap<>();
         try {
@@ -102,13 +99,7 @@ public final class ValuesJob {
                 written.put("rocksdb-native", taken.get(1));
             }
         } finally {
-            java.io.PrintStream err = System.err;
-            System.setErr(new java.io.PrintStream(java.io.OutputStream.nullOutputStream()));
-            try {
-                cluster.close();
-            } finally {
-                System.setErr(err);
-            }
+            closeCluster(cluster);
         }
         // the truths: StateDumper on the canonical savepoints (the native one: its twin's)
         Map<String, List<StateDumper.Line>> truths = new HashMap<>();
@@ -146,6 +137,35 @@ public final class ValuesJob {
         }
         deleteRecursively(work);
         System.exit(0);
+    }
+
+    /** A MiniCluster of one TaskManager with `slots` slots. */
+    static MiniCluster startCluster(int slots) throws Exception {
+        Configuration clusterConf = new Configuration();
+        clusterConf.setString("taskmanager.memory.managed.size", "256m");
+        clusterConf.setString("taskmanager.memory.network.min", "64m");
+        clusterConf.setString("taskmanager.memory.network.max", "64m");
+        clusterConf.setString("rest.bind-port", "0");
+        clusterConf.setString("state.storage.fs.memory-threshold", "0b"); // Flink < 1.20 reads it here only
+        MiniCluster cluster = new MiniCluster(new MiniClusterConfiguration.Builder()
+                .setConfiguration(clusterConf)
+                .setNumTaskManagers(1)
+                .setNumSlotsPerTaskManager(slots)
+                .withRandomPorts()
+                .build());
+        cluster.start();
+        return cluster;
+    }
+
+    /** Closes the cluster, its shutdown noise on stderr silenced. */
+    static void closeCluster(MiniCluster cluster) throws Exception {
+        java.io.PrintStream err = System.err;
+        System.setErr(new java.io.PrintStream(java.io.OutputStream.nullOutputStream()));
+        try {
+            cluster.close();
+        } finally {
+            System.setErr(err);
+        }
     }
 
     static Map<String, Object> manifest(String kind, Map<String, Object> info, int parallelism, int maxParallelism) {
@@ -209,10 +229,15 @@ public final class ValuesJob {
     }
 
     static JobGraph buildJob(Configuration conf) {
+        return buildJob(conf, true);
+    }
+
+    /** The job; `emit` false: its source emits nothing (restores). */
+    static JobGraph buildJob(Configuration conf, boolean emit) {
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         Model.registerPojoType(env.getConfig(), Model.Dog.class);
         DataStream<Tuple3<String, Integer, Long>> src = env
-                .fromSource(new ValuesSource(), WatermarkStrategy.noWatermarks(), "src", Model.EVENT)
+                .fromSource(new ValuesSource(emit), WatermarkStrategy.noWatermarks(), "src", Model.EVENT)
                 .setParallelism(1)
                 .uid("src");
         DataStream<Tuple3<String, Integer, Long>> values = src.keyBy(new Operators.KeyOf(), Types.STRING)

@@ -20,9 +20,21 @@ import java.util.concurrent.CompletableFuture;
  * A FLIP-27 source (the API common to Flink 1.15-2.x; the legacy SourceFunction moved package in
  * 2.0) emitting {@link Model#event} 0..records()-1 with their event timestamps, then idling until
  * cancelled: the job never finishes, so no final watermark fires the windows. No splits: the
- * reader's state is an empty list.
+ * reader's state is an empty list, so a restored reader would start over at record 0: the restore
+ * mode ({@code ValuesJob restore}) builds it with {@code emit = false} (it emits nothing).
  */
 public final class ValuesSource implements Source<Tuple3<String, Integer, Long>, ValuesSource.NoSplit, Integer> {
+    private final boolean emit;
+
+    /** Emits every record of {@link Model#records()}. */
+    public ValuesSource() {
+        this(true);
+    }
+
+    /** {@code emit = false}: emits nothing, idles until cancelled (restores of the values job). */
+    public ValuesSource(boolean emit) {
+        this.emit = emit;
+    }
 
     @Override
     public Boundedness getBoundedness() {
@@ -31,7 +43,7 @@ public final class ValuesSource implements Source<Tuple3<String, Integer, Long>,
 
     @Override
     public SourceReader<Tuple3<String, Integer, Long>, NoSplit> createReader(SourceReaderContext context) {
-        return new Reader();
+        return new Reader(emit ? Model.records() : 0);
     }
 
     @Override
@@ -92,19 +104,24 @@ public final class ValuesSource implements Source<Tuple3<String, Integer, Long>,
     }
 
     static final class Reader implements SourceReader<Tuple3<String, Integer, Long>, NoSplit> {
+        private final int records;
         private int next;
         private final CompletableFuture<Void> idle = new CompletableFuture<>();
+
+        Reader(int records) {
+            this.records = records;
+        }
 
         @Override
         public void start() {}
 
         @Override
         public InputStatus pollNext(ReaderOutput<Tuple3<String, Integer, Long>> output) {
-            if (next < Model.records()) {
+            if (next < records) {
                 output.collect(Model.event(next), Model.timestamp(next));
                 next++;
             }
-            return next < Model.records() ? InputStatus.MORE_AVAILABLE : InputStatus.NOTHING_AVAILABLE;
+            return next < records ? InputStatus.MORE_AVAILABLE : InputStatus.NOTHING_AVAILABLE;
         }
 
         @Override
@@ -114,7 +131,7 @@ public final class ValuesSource implements Source<Tuple3<String, Integer, Long>,
 
         @Override
         public CompletableFuture<Void> isAvailable() {
-            return next < Model.records() ? CompletableFuture.completedFuture(null) : idle;
+            return next < records ? CompletableFuture.completedFuture(null) : idle;
         }
 
         @Override
