@@ -18,18 +18,25 @@ A split serializer's bytes do not name their class: `split_kinds` tells which la
 parses as exactly (all bytes, nothing left), `enumerator_kinds` the same for the enumerator, and
 `recognise` settles the kind only when the evidence names one; anything else stays an
 `UnrecognisedSplit` with its bytes.
+
+Every reader has its writer beside it (`write_*`), the inverse on the bytes Flink and the
+connector write: reading and writing again gives back the very bytes. The few things a reading
+renders rather than keeps are noted where they are (a FileSource split's `Path`, kept as its
+`toString()`: `set_file_split_position` and `set_file_enumerator_positions` edit positions
+keeping every other byte as it was).
 """
 
 from __future__ import annotations
 
+import re
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from statectl.errors import FormatError
-from statectl.formats.java_io import DataReader
-from statectl.formats.java_types import read_java_string
+from statectl.formats.java_io import DataReader, DataWriter
+from statectl.formats.java_types import read_java_string, write_java_string
 
 READER_STATE = "SourceReaderState"  # SourceOperator's list state of splits
 LEGACY_KAFKA_STATE = "topic-partition-offset-states"  # FlinkKafkaConsumerBase (union)
@@ -73,6 +80,7 @@ class Versioned:
 class CoordinatorState:
     serde_version: int  # SourceCoordinatorSerdeUtils: 0 (trailing bytes allowed) or 1
     enumerator: Versioned
+    trailing: bytes = b""  # serde version 0 only: what followed the enumerator checkpoint
 
 
 def read_reader_state_element(element: bytes) -> Versioned:
@@ -100,7 +108,23 @@ def read_coordinator_state(data: bytes) -> CoordinatorState:
     body = reader.read_bytes(_length(reader, "enumerator checkpoint"))
     if serde == 1:
         _expect_end(reader, "source coordinator state")
-    return CoordinatorState(serde, Versioned(version, body))
+    return CoordinatorState(serde, Versioned(version, body), reader.read_rest())
+
+
+def write_reader_state_element(split: Versioned) -> bytes:
+    """`read_reader_state_element`'s inverse: BytePrimitiveArraySerializer around
+    SimpleVersionedSerialization.writeVersionAndSerialize."""
+    framed = struct.pack(">ii", split.version, len(split.data)) + split.data
+    return struct.pack(">i", len(framed)) + framed
+
+
+def write_coordinator_state(state: CoordinatorState) -> bytes:
+    """`read_coordinator_state`'s inverse (SourceCoordinatorSerdeUtils framing)."""
+    if state.trailing and state.serde_version != 0:
+        raise FormatError("source coordinator state: only serde version 0 has trailing bytes")
+    body = state.enumerator.data
+    head = struct.pack(">iii", state.serde_version, state.enumerator.version, len(body))
+    return head + body + state.trailing
 
 
 def _length(reader: DataReader, what: str) -> int:
@@ -189,14 +213,106 @@ def read_file_split(data: bytes, version: int = 1) -> FileSplit:
 
 
 def _file_split(reader: DataReader) -> FileSplit:
+    return _file_split_at(reader)[0]
+
+
+def _file_split_at(reader: DataReader) -> tuple[FileSplit, int]:
+    """The split, and the offset of its position flag (everything before it is not a
+    position)."""
     split_id = reader.read_utf()
     path = _read_path(reader)
     offset, length, modified, size = (reader.read_i64() for _ in range(4))
     at = reader.pos
     count = reader.check_count(reader.read_i32(), "hostname", at, 2)
     hosts = tuple(reader.read_utf() for _ in range(count))
+    flag_at = reader.pos
     position = (reader.read_i64(), reader.read_i64()) if _read_flag(reader) else (None, None)
-    return FileSplit(split_id, path, offset, length, modified, size, hosts, *position)
+    split = FileSplit(split_id, path, offset, length, modified, size, hosts, *position)
+    return split, flag_at
+
+
+FilePosition = tuple[int, int]  # CheckpointedPosition: (offset or FILE_NO_OFFSET, records after)
+
+
+def file_position(split: FileSplit) -> FilePosition | None:
+    """The split's CheckpointedPosition, or None: read from the split's start."""
+    if split.reader_offset is None or split.records_to_skip is None:
+        return None
+    return split.reader_offset, split.records_to_skip
+
+
+def write_file_split(split: FileSplit, version: int = 1) -> bytes:
+    """`FileSourceSplitSerializer` v1. The path is written from its `Path.toString()`
+    rendering as `Path.serializeToDataOutputView` writes the URI a Flink `Path` holds: scheme,
+    no user info unless rendered, host and port of the authority, the path, no query, no
+    fragment (`new Path(String)` makes neither; a `#` or `?` is part of the path)."""
+    if version != 1:
+        raise FormatError(f"FileSourceSplit: unknown serializer version {version}")
+    out = DataWriter()
+    out.write_utf(split.split_id)
+    out.write_bytes(_path_bytes(split.path))
+    for value in (split.offset, split.length, split.modification_time, split.file_size):
+        out.write_i64(value)
+    out.write_i32(len(split.hostnames))
+    for host in split.hostnames:
+        out.write_utf(host)
+    out.write_bytes(_position_bytes(file_position(split)))
+    return out.getvalue()
+
+
+def set_file_split_position(data: bytes, position: FilePosition | None, version: int = 1) -> bytes:
+    """A FileSourceSplit's bytes with its checkpointed position replaced (None: no position,
+    the reader starts at the split's start); every byte before the position is kept."""
+    if version != 1:
+        raise FormatError(f"FileSourceSplit: unknown serializer version {version}")
+    reader = DataReader(data)
+    _, flag_at = _file_split_at(reader)
+    _expect_end(reader, "FileSourceSplit")
+    return bytes(data[:flag_at]) + _position_bytes(position)
+
+
+def _position_bytes(position: FilePosition | None) -> bytes:
+    if position is None:
+        return b"\x00"
+    offset, records = position
+    if offset < FILE_NO_OFFSET or records < 0:
+        raise FormatError(
+            f"bad checkpointed position ({offset}, {records}): the offset is -1 (none) or "
+            "at least 0, the records to skip at least 0"
+        )
+    return b"\x01" + struct.pack(">qq", offset, records)
+
+
+# A hierarchical URI as `_read_path` renders it: scheme, authority, path (query and fragment
+# are never rendered back from a Flink Path, see `write_file_split`).
+_RENDERED_URI = re.compile(r"(?:([A-Za-z][A-Za-z0-9+.\-]*):)?(?://([^/]*))?(.*)", re.DOTALL)
+_PORT = re.compile(r"(.*):(\d+)", re.DOTALL)
+
+
+def _path_bytes(text: str | None) -> bytes:
+    """`Path.serializeToDataOutputView` of the Path whose `toString()` is `text`."""
+    if text is None:
+        return b"\x00"
+    match = _RENDERED_URI.fullmatch(text)
+    assert match is not None  # every string matches: the path part takes anything
+    scheme, authority, path = match.groups()
+    user = host = None
+    port = -1
+    if authority is not None:
+        user_part, at, host_part = authority.rpartition("@")
+        user = user_part if at else None
+        with_port = _PORT.fullmatch(host_part)
+        if with_port and "]" not in with_port.group(2):
+            host_part, port = with_port.group(1), int(with_port.group(2))
+        host = host_part
+    out = b"\x01" + b"".join(_nullable_string_bytes(v) for v in (scheme, user, host))
+    out += struct.pack(">i", port)
+    return out + b"".join(_nullable_string_bytes(v) for v in (path, None, None))
+
+
+def _nullable_string_bytes(text: str | None) -> bytes:
+    """`StringUtils.writeNullableString`."""
+    return b"\x00" if text is None else b"\x01" + write_java_string(text)
 
 
 def _read_flag(reader: DataReader) -> bool:
@@ -255,6 +371,18 @@ def read_kafka_split(data: bytes, version: int = 0) -> KafkaSplit:
     return split
 
 
+def write_kafka_split(split: KafkaSplit, version: int = 0) -> bytes:
+    """`KafkaPartitionSplitSerializer` v0."""
+    if version != 0:
+        raise FormatError(f"KafkaPartitionSplit: unknown serializer version {version}")
+    out = DataWriter()
+    out.write_utf(split.topic)
+    out.write_i32(split.partition)
+    out.write_i64(split.starting_offset)
+    out.write_i64(split.stopping_offset)
+    return out.getvalue()
+
+
 def read_number_sequence_split(data: bytes, version: int = 1) -> NumberSequenceSplit:
     """`NumberSequenceSource.SplitSerializer` v1: utf id, i64 from, i64 to."""
     if version != 1:
@@ -263,6 +391,17 @@ def read_number_sequence_split(data: bytes, version: int = 1) -> NumberSequenceS
     split = NumberSequenceSplit(reader.read_utf(), reader.read_i64(), reader.read_i64())
     _expect_end(reader, "NumberSequenceSplit")
     return split
+
+
+def write_number_sequence_split(split: NumberSequenceSplit, version: int = 1) -> bytes:
+    """`NumberSequenceSource.SplitSerializer` v1."""
+    if version != 1:
+        raise FormatError(f"NumberSequenceSplit: unknown serializer version {version}")
+    out = DataWriter()
+    out.write_utf(split.split_id)
+    out.write_i64(split.first)
+    out.write_i64(split.last)
+    return out.getvalue()
 
 
 _SPLIT_READERS: dict[str, Callable[[bytes, int], Split]] = {
@@ -275,6 +414,18 @@ _SPLIT_READERS: dict[str, Callable[[bytes, int], Split]] = {
 def read_split(kind: str, split: Versioned) -> Split:
     """The split of a known source `kind`; FormatError (with offsets) if it does not parse."""
     return _SPLIT_READERS[kind](split.data, split.version)
+
+
+def write_split(kind: str, split: Split, version: int) -> Versioned:
+    """`read_split`'s inverse: the split serializer's output and its version."""
+    match kind, split:
+        case "file", FileSplit():
+            return Versioned(version, write_file_split(split, version))
+        case "kafka", KafkaSplit():
+            return Versioned(version, write_kafka_split(split, version))
+        case "number-sequence", NumberSequenceSplit():
+            return Versioned(version, write_number_sequence_split(split, version))
+    raise FormatError(f"cannot write a {type(split).__name__} as a {kind} split")
 
 
 def split_kinds(split: Versioned) -> tuple[str, ...]:
@@ -330,6 +481,25 @@ Enumerator = FileEnumerator | KafkaEnumerator | NumberSequenceEnumerator | Unrec
 def read_file_enumerator(data: bytes, version: int = 1) -> FileEnumerator:
     """`PendingSplitsCheckpointSerializer` v1: little-endian i32 magic, split serializer
     version, split count, path count; then length-prefixed splits and UTF-8 paths."""
+    parts = _pending_splits_parts(data, version)
+    pending = []
+    for at, chunk in parts.splits:
+        try:
+            pending.append(read_file_split(chunk, parts.split_version))
+        except FormatError as exc:
+            raise FormatError(f"pending split at offset {at}: {exc}") from None
+    processed = tuple(chunk.decode("utf-8", "replace") for _, chunk in parts.paths)
+    return FileEnumerator(tuple(pending), processed)
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingSplitsParts:
+    split_version: int
+    splits: tuple[tuple[int, bytes], ...]  # (offset, serialized split)
+    paths: tuple[tuple[int, bytes], ...]  # (offset, UTF-8 path)
+
+
+def _pending_splits_parts(data: bytes, version: int) -> _PendingSplitsParts:
     if version != 1:
         raise FormatError(f"PendingSplitsCheckpoint: unknown serializer version {version}")
     if len(data) < 16:
@@ -338,20 +508,49 @@ def read_file_enumerator(data: bytes, version: int = 1) -> FileEnumerator:
     if magic != _PENDING_SPLITS_MAGIC:
         raise FormatError(f"PendingSplitsCheckpoint: bad magic 0x{magic:08X} at offset 0")
     pos = 16
-    pending = []
-    for _ in range(_le_count(data, splits, 8, "split")):
-        chunk, pos = _le_chunk(data, pos)
-        try:
-            pending.append(read_file_split(chunk, split_version))
-        except FormatError as exc:
-            raise FormatError(f"pending split at offset {pos - len(chunk)}: {exc}") from None
-    processed = []
-    for _ in range(_le_count(data, paths, 12, "path")):
-        chunk, pos = _le_chunk(data, pos)
-        processed.append(chunk.decode("utf-8", "replace"))
+    found: list[list[tuple[int, bytes]]] = [[], []]
+    for n, (count, at, what) in enumerate(((splits, 8, "split"), (paths, 12, "path"))):
+        for _ in range(_le_count(data, count, at, what)):
+            chunk, end = _le_chunk(data, pos)
+            found[n].append((pos + 4, chunk))
+            pos = end
     if pos != len(data):
         raise FormatError(f"PendingSplitsCheckpoint: {len(data) - pos} trailing bytes at {pos}")
-    return FileEnumerator(tuple(pending), tuple(processed))
+    return _PendingSplitsParts(split_version, tuple(found[0]), tuple(found[1]))
+
+
+def _pending_splits_bytes(
+    split_version: int, splits: Sequence[bytes], paths: Sequence[bytes]
+) -> bytes:
+    head = struct.pack("<Iiii", _PENDING_SPLITS_MAGIC, split_version, len(splits), len(paths))
+    return head + b"".join(_LE_I32.pack(len(chunk)) + chunk for chunk in (*splits, *paths))
+
+
+def write_file_enumerator(state: FileEnumerator, version: int = 1) -> bytes:
+    """`PendingSplitsCheckpointSerializer` v1 (splits written by `write_file_split`, paths as
+    the UTF-8 bytes of `Path.toString()`)."""
+    if version != 1:
+        raise FormatError(f"PendingSplitsCheckpoint: unknown serializer version {version}")
+    splits = [write_file_split(split) for split in state.pending]
+    return _pending_splits_bytes(1, splits, [p.encode("utf-8") for p in state.processed_paths])
+
+
+def set_file_enumerator_positions(
+    data: bytes, positions: Mapping[str, FilePosition | None], version: int = 1
+) -> bytes:
+    """A PendingSplitsCheckpoint with the checkpointed position of each pending split whose id
+    is in `positions` replaced (`set_file_split_position`); every other byte is kept."""
+    parts = _pending_splits_parts(data, version)
+    splits = []
+    for at, chunk in parts.splits:
+        try:
+            split = read_file_split(chunk, parts.split_version)
+            if split.split_id in positions:
+                chunk = set_file_split_position(chunk, positions[split.split_id])
+        except FormatError as exc:
+            raise FormatError(f"pending split at offset {at}: {exc}") from None
+        splits.append(chunk)
+    return _pending_splits_bytes(parts.split_version, splits, [c for _, c in parts.paths])
 
 
 def _le_count(data: bytes, count: int, at: int, what: str) -> int:
@@ -401,6 +600,41 @@ def _kafka_assignment(
     return KafkaPartitionAssignment(topic, partition, status)
 
 
+def write_kafka_enumerator(state: KafkaEnumerator) -> bytes:
+    """`KafkaSourceEnumStateSerializer` of `state.version` (v1–v3, as read)."""
+    version = state.version
+    if version not in (1, 2, 3):
+        raise FormatError(f"KafkaSourceEnumState: unsupported serializer version {version}")
+    if (state.initial_discovery_finished is None) != (version == 1):
+        raise FormatError(f"KafkaSourceEnumState v{version}: discovery flag from v2 on only")
+    out = DataWriter()
+    out.write_i32(len(state.partitions))
+    if version == 3:
+        out.write_i32(0)  # the split serializer's version
+    for part in state.partitions:
+        if (part.status is None) != (version == 1):
+            raise FormatError(f"KafkaSourceEnumState v{version}: assignment status from v2 on")
+        if version == 3:
+            if part.starting_offset is None or part.stopping_offset is None:
+                raise FormatError("KafkaSourceEnumState v3: every split has its offsets")
+            data = write_kafka_split(
+                KafkaSplit(part.topic, part.partition, part.starting_offset, part.stopping_offset)
+            )
+            out.write_i32(len(data))
+            out.write_bytes(data)
+        else:
+            out.write_utf(part.topic)
+            out.write_i32(part.partition)
+        if part.status is not None:
+            out.write_i32(_ASSIGNMENT_CODES[part.status])
+    if state.initial_discovery_finished is not None:
+        out.write_bool(state.initial_discovery_finished)
+    return out.getvalue()
+
+
+_ASSIGNMENT_CODES = {name: code for code, name in KAFKA_ASSIGNMENT.items()}
+
+
 def _assignment_status(reader: DataReader) -> str:
     at = reader.pos
     code = reader.read_i32()
@@ -424,6 +658,14 @@ def read_number_sequence_enumerator(data: bytes, version: int = 1) -> NumberSequ
     return NumberSequenceEnumerator(splits)
 
 
+def write_number_sequence_enumerator(state: NumberSequenceEnumerator, version: int = 1) -> bytes:
+    """`NumberSequenceSource.CheckpointSerializer` v1."""
+    if version != 1:
+        raise FormatError(f"NumberSequenceSource checkpoint: unknown version {version}")
+    splits = [write_number_sequence_split(split) for split in state.remaining]
+    return struct.pack(">i", len(splits)) + b"".join(splits)
+
+
 _ENUMERATOR_READERS: dict[str, Callable[[bytes, int], Enumerator]] = {
     FILE: read_file_enumerator,
     KAFKA: read_kafka_enumerator,
@@ -433,6 +675,20 @@ _ENUMERATOR_READERS: dict[str, Callable[[bytes, int], Enumerator]] = {
 
 def read_enumerator(kind: str, state: Versioned) -> Enumerator:
     return _ENUMERATOR_READERS[kind](state.data, state.version)
+
+
+def write_enumerator(kind: str, state: Enumerator, version: int) -> Versioned:
+    """`read_enumerator`'s inverse."""
+    match kind, state:
+        case "file", FileEnumerator():
+            return Versioned(version, write_file_enumerator(state, version))
+        case "kafka", KafkaEnumerator():
+            if state.version != version:
+                raise FormatError(f"a v{state.version} Kafka enumerator state is not v{version}")
+            return Versioned(version, write_kafka_enumerator(state))
+        case "number-sequence", NumberSequenceEnumerator():
+            return Versioned(version, write_number_sequence_enumerator(state, version))
+    raise FormatError(f"cannot write a {type(state).__name__} as a {kind} enumerator")
 
 
 def enumerator_kinds(state: Versioned) -> tuple[str, ...]:
@@ -540,6 +796,67 @@ def read_legacy_kafka_element(data: bytes) -> LegacyKafkaOffset:
     return LegacyKafkaOffset(topic, partition, offset)
 
 
+def write_legacy_kafka_element(offset: LegacyKafkaOffset) -> bytes:
+    """`read_legacy_kafka_element`'s inverse: Kryo 2.24's `Output` writes of a
+    KafkaTopicPartition (class id 85, its hash recomputed as Java does), then the i64."""
+    out = bytearray(_kryo_varint(_KRYO_KAFKA_TOPIC_PARTITION + 2))
+    out += b"\x01"  # Kryo.NOT_NULL: a new object
+    cached_hash = _java_int(31 * _java_hash(offset.topic) + offset.partition)
+    out += _kryo_varint(_zigzag(cached_hash)) + _kryo_varint(_zigzag(offset.partition))
+    out += b"\x01" + _kryo_string(offset.topic)
+    return bytes(out) + struct.pack(">q", offset.offset)
+
+
+def _zigzag(value: int) -> int:
+    value = _java_int(value)
+    return ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
+
+
+def _kryo_varint(value: int) -> bytes:
+    """`Output.writeVarInt` of a 32-bit value already made unsigned."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _kryo_string(text: str) -> bytes:
+    """`Output.writeString`: 2–63 ASCII characters as bytes with the last one's high bit set,
+    anything else as a UTF-8 length (characters + 1, `writeUtf8Length`) and each UTF-16 unit
+    in one to three bytes."""
+    units = text.encode("utf-16-be", "surrogatepass")
+    chars = [unit for (unit,) in struct.iter_unpack(">H", units)]
+    if 1 < len(chars) < 64 and all(c <= 127 for c in chars):
+        data = bytearray(chars)
+        data[-1] |= 0x80
+        return bytes(data)
+    out = bytearray(_utf8_length(len(chars) + 1))
+    for c in chars:
+        if c <= 0x7F:
+            out.append(c)
+        elif c > 0x7FF:
+            out += bytes((0xE0 | (c >> 12) & 0x0F, 0x80 | (c >> 6) & 0x3F, 0x80 | c & 0x3F))
+        else:
+            out += bytes((0xC0 | (c >> 6) & 0x1F, 0x80 | c & 0x3F))
+    return bytes(out)
+
+
+def _utf8_length(value: int) -> bytes:
+    """`Output.writeUtf8Length`: 6 bits with bits 8 (set) and 7 (more), then 7-bit groups."""
+    first = (value & 0x3F) | 0x80
+    value >>= 6
+    if not value:
+        return bytes((first,))
+    out = bytearray((first | 0x40,))
+    while value:
+        more = value >> 7
+        out.append((value & 0x7F) | (0x80 if more else 0))
+        value = more
+    return bytes(out)
+
+
 class _Kryo:
     """The few Kryo 2.24 `Input` reads a KafkaTopicPartition needs."""
 
@@ -597,7 +914,10 @@ class _Kryo:
         units = []
         for _ in range(length - 1):
             units.append(self._utf8_char())
-        return "".join(units)
+        # UTF-16 units: a surrogate pair becomes its character, a lone surrogate stays
+        return (
+            "".join(units).encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+        )
 
     def _utf8_char(self) -> str:
         b = self.take(1)[0]
