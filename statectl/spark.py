@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from statectl.execution.spark import spark_arrow_schema, spark_arrow_type  # noqa: F401 - public
+
 if TYPE_CHECKING:
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
@@ -90,34 +92,6 @@ def _open_state(options: Mapping[str, str]) -> State:
 
 
 # --- Arrow types as Spark holds them -------------------------------------------------------------
-
-
-def spark_arrow_type(arrow: pa.DataType) -> pa.DataType:
-    """The Arrow type Spark exchanges for `arrow`: microsecond timestamps and times, date32,
-    extension types as their storage (Kryo's JSON as a string)."""
-    if isinstance(arrow, pa.BaseExtensionType):
-        return spark_arrow_type(arrow.storage_type)
-    if pa.types.is_timestamp(arrow):
-        return pa.timestamp("us", arrow.tz)
-    if pa.types.is_time(arrow):
-        return pa.time64("us")
-    if pa.types.is_date64(arrow):
-        return pa.date32()
-    if pa.types.is_struct(arrow):
-        return pa.struct([f.with_type(spark_arrow_type(f.type)) for f in arrow])
-    if pa.types.is_map(arrow):
-        return pa.map_(spark_arrow_type(arrow.key_type), spark_arrow_type(arrow.item_type))
-    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
-        return pa.list_(spark_arrow_type(arrow.value_type))
-    if pa.types.is_large_string(arrow):
-        return pa.string()
-    if pa.types.is_large_binary(arrow):
-        return pa.binary()
-    return arrow
-
-
-def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
-    return pa.schema([f.with_type(spark_arrow_type(f.type)) for f in schema])
 
 
 def with_subtask(schema: pa.Schema) -> pa.Schema:

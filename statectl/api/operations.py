@@ -11,7 +11,7 @@ plan) then `write_rescale`, `plan_migration` then `write_migration`. `rescale`, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from statectl.api.savepoint import Savepoint, open
@@ -25,11 +25,13 @@ if TYPE_CHECKING:
     from statectl.operations.rescale.job import RescaleReport
     from statectl.operations.rescale.load import SubtaskLoads
     from statectl.operations.rescale.plan import RescalePlan
+    from statectl.operations.set_positions import PositionsReport as PositionsEditReport
     from statectl.operations.verify import Verification
     from statectl.progress import ProgressCallback
 
 Source = Savepoint | str
 LOCAL_MASTER = "local[*]"
+SQL_VIEW = "state"  # the state's table in `transform`'s SQL
 
 
 def _opened(source: Source, storage_options: dict[str, Any] | None = None) -> Savepoint:
@@ -270,15 +272,30 @@ def plan_migration(
     renames: Sequence[tuple[str, str]] = (),
     drops: Sequence[str] = (),
     *,
+    drop_states: Sequence[tuple[str, str]] = (),
+    rename_states: Sequence[tuple[str, str, str]] = (),
+    ttl: Sequence[tuple[str, str, int]] = (),
+    no_ttl: Sequence[tuple[str, str]] = (),
     storage_options: dict[str, Any] | None = None,
 ) -> MigrationPlan:
     """What `migrate` would do to each operator: `renames` (OLD uid or id → NEW uid) and
-    `drops` (uid or id) resolved; unknown, twice-named or colliding operators raise."""
+    `drops` (uid or id) resolved; unknown, twice-named or colliding operators raise. State
+    edits name the operator (uid, id or name) and the keyed state: `drop_states` (operator,
+    state), `rename_states` (operator, old, new), `ttl` (operator, state, time-to-live in ms:
+    every value gets the last-access time of now) and `no_ttl` (operator, state)."""
     from statectl.operations.migrate import plan_migration as plan_operators
+    from statectl.operations.state_edits import DROP, RENAME, TTL_OFF, TTL_ON, StateEdit
 
+    edits = [
+        *(StateEdit(op, state, DROP) for op, state in drop_states),
+        *(StateEdit(op, old, RENAME, new_name=new) for op, old, new in rename_states),
+        *(StateEdit(op, state, TTL_ON, ttl_ms=ms) for op, state, ms in ttl),
+        *(StateEdit(op, state, TTL_OFF) for op, state in no_ttl),
+    ]
     sp = _opened(source, storage_options)
-    sp.ensure_consistent(copies_only=True)  # the files are copied, not parsed
-    return plan_operators(sp.parsed, renames, drops)
+    # The files are copied, not parsed, unless states are edited.
+    sp.ensure_consistent(copies_only=not edits)
+    return plan_operators(sp.parsed, renames, drops, edits)
 
 
 def write_migration(
@@ -315,6 +332,88 @@ def migrate(
         migration, destination, overwrite=overwrite, progress=progress,
         storage_options=storage_options,
     )  # fmt: skip
+
+
+# --- transform -------------------------------------------------------------------------------
+
+
+def transform(
+    source: Source,
+    destination: str,
+    operator: str,
+    state: str,
+    *,
+    sql: str | None = None,
+    python: str | Callable[[Any], Any] | None = None,
+    master: str = LOCAL_MASTER,
+    overwrite: bool = False,
+    progress: ProgressCallback | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> MigrationReport:
+    """Keyed state `state` of `operator` edited as its table (`State.to_arrow()`'s columns)
+    and written back (`statectl transform`): by Spark SQL over the view `state` (`sql`, in the
+    active SparkSession or one of `master`; the table is read here and handed to Spark), or by
+    a Python function over its Arrow record batches (`python`: a callable or
+    `"module:function"` returning a batch, a table or None). The result's rows are the
+    state's entries: rows left out are removed, new keys land in their key group. The rest of
+    the savepoint is carried over as `migrate` carries it."""
+    if (sql is None) == (python is None):
+        from statectl.errors import StatectlError
+
+        raise StatectlError("give exactly one of sql and python")
+    sp = _opened(source, storage_options)
+    target = sp.operator(operator).state(state)
+    if sql is not None:
+        from statectl.execution.spark import sql_over_table
+
+        table = sql_over_table(target.to_arrow(), sql, SQL_VIEW, master)
+    else:
+        from statectl.operations.transform import apply_function, load_function
+
+        function = load_function(python) if isinstance(python, str) else python
+        assert function is not None
+        table = apply_function(function, target.read())
+    target.replace(table)
+    return sp.write(destination, overwrite=overwrite, progress=progress)
+
+
+# --- source positions --------------------------------------------------------------------------
+
+
+def set_positions(
+    source: Source,
+    destination: str,
+    *,
+    kafka_offsets: Sequence[tuple[str, str | None, int | None, int | str]] = (),
+    file_positions: Sequence[tuple[str, str, tuple[int, int] | None]] = (),
+    renames: Sequence[tuple[str, str]] = (),
+    drops: Sequence[str] = (),
+    overwrite: bool = False,
+    progress: ProgressCallback | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> PositionsEditReport:
+    """Sources moved (`statectl migrate --kafka-offset/--file-position`), with the operator
+    renames and drops of `migrate` in the same run. `kafka_offsets`: (operator, topic or None
+    for all, partition or None for all, the next offset to read or "earliest" | "latest" |
+    "committed"), for KafkaSource and the legacy FlinkKafkaConsumer. `file_positions`:
+    (operator, split id or path, (offset, records to skip) or None for the split's start)."""
+    from statectl.operations.migrate import plan_migration as plan_operators
+    from statectl.operations.set_positions import (
+        FilePositionEdit,
+        KafkaOffsetEdit,
+        plan_positions,
+        write_positions,
+    )
+
+    sp = _opened(source, storage_options)
+    sp.ensure_consistent(copies_only=True)
+    edits: list[KafkaOffsetEdit | FilePositionEdit] = [KafkaOffsetEdit(*k) for k in kafka_offsets]
+    edits += [FilePositionEdit(*f) for f in file_positions]
+    migration = plan_operators(sp.parsed, renames, drops) if renames or drops else None
+    plan = plan_positions(sp.parsed, edits, migration=migration)
+    return write_positions(
+        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
+    )
 
 
 def stale_staging(destination: str, storage_options: dict[str, Any] | None = None) -> list[str]:

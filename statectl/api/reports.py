@@ -62,6 +62,9 @@ if TYPE_CHECKING:
         SubtaskTarget,
     )
     from statectl.operations.rescale.rekey import describe as describe_rehash
+    from statectl.operations.set_positions import PositionChange, render_position
+    from statectl.operations.set_positions import PositionsReport as PositionsEditReport
+    from statectl.operations.state_edits import StateEditReport
     from statectl.operations.summary import (
         NativeFileSummary,
         NativeSummary,
@@ -107,6 +110,8 @@ __all__ = [
     "OperatorSummary",
     "OperatorTarget",
     "ParallelismPlan",
+    "PositionChange",
+    "PositionsEditReport",
     "PositionsReport",
     "RawCount",
     "ReaderSplit",
@@ -118,6 +123,7 @@ __all__ = [
     "SourcePositions",
     "Split",
     "StateDiff",
+    "StateEditReport",
     "StateSummary",
     "SubtaskLoads",
     "SubtaskSummary",
@@ -127,6 +133,7 @@ __all__ = [
     "Verification",
     "describe_rehash",
     "jsonable",
+    "render_position",
 ]
 
 # The module each name comes from, and its name there when it differs.
@@ -149,6 +156,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "statectl.operations.migrate": (
         "MigrationPlan", "MigrationReport", "OperatorChange", "MigratedOperator=OperatorReport",
         "RENAMED", "DROPPED", "CARRIED",
+    ),
+    "statectl.operations.state_edits": ("StateEditReport",),
+    "statectl.operations.set_positions": (
+        "PositionsEditReport=PositionsReport", "PositionChange", "render_position",
     ),
     "statectl.operations.diff": ("DiffReport", "StateDiff", "Example", "OperatorRef"),
     "statectl.operations.export": ("ExportReport", "RawCount"),

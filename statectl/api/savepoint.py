@@ -33,9 +33,12 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from statectl.operations.migrate import MigrationReport
     from statectl.operations.positions import PositionsReport
+    from statectl.operations.state_edits import StateEdit
     from statectl.operations.summary import SavepointSummary
     from statectl.operations.verify import Verification
+    from statectl.progress import ProgressCallback
 
 SPLIT_BYTES = 128 << 20  # key-group blocks of one canonical file read as one split
 
@@ -63,6 +66,8 @@ class Savepoint:
     _consistent: set[tuple[str | None, bool]] = field(
         default_factory=set, init=False, repr=False, compare=False
     )
+    # State edits made (`State.replace`, `drop`, `rename`), written by `write`
+    _edits: list[StateEdit] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def location(self) -> str:
@@ -114,6 +119,32 @@ class Savepoint:
         from statectl.operations.positions import positions
 
         return positions(self.parsed, operator)
+
+    def write(
+        self,
+        destination: str,
+        *,
+        overwrite: bool = False,
+        progress: ProgressCallback | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> MigrationReport:
+        """This savepoint with the state edits made on it (`State.replace`, `State.drop`,
+        `State.rename`) as a new savepoint at `destination`: the edited operators' keyed state
+        written anew in its format (canonical or RocksDB native), everything else carried over
+        as bytes, `_metadata` published last; the input is never modified."""
+        from statectl.operations.migrate import migrate, plan_migration
+
+        if not self._edits:
+            raise StatectlError("no state was edited: nothing to write", self.location)
+        self.ensure_consistent()
+        plan = plan_migration(self.parsed, (), (), self._edits)
+        return migrate(
+            plan,
+            destination,
+            overwrite=overwrite,
+            storage_options=storage_options or self.parsed.storage_options,
+            progress=progress,
+        )
 
     def __repr__(self) -> str:
         operators = len(self.operators)
@@ -237,6 +268,35 @@ class State:
 
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
+
+    def replace(self, table: pa.Table) -> None:
+        """Make `table` (this state's columns, as `to_arrow()` gives them) the state's entries
+        when the savepoint is written (`Savepoint.write`): rows left out are removed, new keys
+        land in the key group (and subtask) Flink assigns them. A table that does not fit the
+        state raises `StatectlError` naming the column or row, and nothing is recorded."""
+        from statectl.operations.transform import replacement
+
+        self._edit(replacement(self.operator.savepoint.parsed, self.operator.id, self.name, table))
+
+    def drop(self) -> None:
+        """Leave this keyed state out of the written savepoint."""
+        from statectl.operations.state_edits import DROP, StateEdit
+
+        self._edit(StateEdit(self.operator.id, self.name, DROP))
+
+    def rename(self, new_name: str) -> None:
+        """Give this keyed state a new name in the written savepoint."""
+        from statectl.operations.state_edits import RENAME, StateEdit
+
+        self._edit(StateEdit(self.operator.id, self.name, RENAME, new_name=new_name))
+
+    def _edit(self, edit: StateEdit) -> None:
+        if self.scope != "keyed":
+            raise StatectlError(
+                f"state {self.name!r} is operator state: only keyed state is edited so far",
+                self.operator.label,
+            )
+        self.operator.savepoint._edits.append(edit)
 
     @cached_property
     def _codec(self) -> StateCodec:

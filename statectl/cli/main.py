@@ -26,6 +26,7 @@ from statectl.cli import (
     plan_cmd,
     positions_cmd,
     rescale_cmd,
+    transform_cmd,
     uid_hash_cmd,
     verify_cmd,
 )
@@ -101,6 +102,7 @@ app.command("verify", no_args_is_help=True, cls=_Command)(verify_cmd.verify)
 app.command("migrate", no_args_is_help=True, cls=_Command)(migrate_cmd.migrate_command)
 app.command("uid-hash", no_args_is_help=True, cls=_Command)(uid_hash_cmd.uid_hash)
 app.command("positions", no_args_is_help=True, cls=_Command)(positions_cmd.positions_command)
+app.command("transform", no_args_is_help=True, cls=_Command)(transform_cmd.transform_command)
 
 
 @functools.cache

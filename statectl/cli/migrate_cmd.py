@@ -42,18 +42,66 @@ def migrate_command(
             "Remove this operator and its state from the savepoint (repeatable).",
         ),
     ] = None,
+    drop_state: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--drop-state", "OP/NAME", "Remove keyed state NAME of operator OP (repeatable)."
+        ),
+    ] = None,
+    rename_state: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--rename-state", "OP/OLD=NEW", "Rename keyed state OLD of operator OP (repeatable)."
+        ),
+    ] = None,
+    ttl: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--ttl",
+            "OP/NAME=DURATION",
+            "Turn TTL on for keyed state NAME (the job's new TTL, e.g. 7d, 12h, 30m): every "
+            "value gets now as its last-access time (repeatable).",
+        ),
+    ] = None,
+    no_ttl: Annotated[
+        list[str] | None,
+        _repeatable("--no-ttl", "OP/NAME", "Turn TTL off for keyed state NAME (repeatable)."),
+    ] = None,
+    kafka_offset: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--kafka-offset",
+            "OP:TOPIC[:PARTITION]=OFFSET",
+            "Move a Kafka source (KafkaSource or FlinkKafkaConsumer) of operator OP: TOPIC (* for "
+            "all) and PARTITION (all if left out) resume at OFFSET (the next record read) or at "
+            "earliest, latest or committed (repeatable).",
+        ),
+    ] = None,
+    file_position: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--file-position",
+            "OP:SPLIT=OFFSET[,RECORDS]|records:N|start",
+            "Move a FileSource split (by split id or path) of operator OP: to a byte offset and "
+            "records to skip, to N records from its start, or to its start (repeatable).",
+        ),
+    ] = None,
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
     allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
-    """Rename operator uids and drop operators, writing a new self-contained savepoint.
+    """Rename or drop operators and states, set TTL or source positions.
 
     A renamed operator gets the operator id Flink derives from its new uid, so a job whose
     operator now has .uid("NEW") restores the old state. A dropped operator leaves the
-    savepoint, so a job without it restores without --allowNonRestoredState. Every other
-    operator is carried over unchanged; all files are copied into DESTINATION and referenced
-    relatively, so it can be moved anywhere. No Spark, no JVM; the input is never modified.
+    savepoint, so a job without it restores without --allowNonRestoredState. A dropped or
+    renamed state leaves (or changes) the operator's state headers, so a job that no longer
+    declares it, or declares it under the new name, restores it. TTL on wraps every value with
+    a last-access time (now) and gives the state TTL's serializer: Flink before 2.2 refuses a
+    state whose TTL changed unless it is migrated so. Every other operator is carried over
+    unchanged; all files are copied into DESTINATION and referenced relatively, so it can be
+    moved anywhere. No Spark, no JVM; the input is never modified.
 
     Examples:
 
@@ -62,18 +110,48 @@ def migrate_command(
       statectl migrate ./sp -o ./sp-new --drop old-enricher --drop 0cad1b1f959e0cc01a89a8ec2be0100c
 
       statectl migrate s3://b/chk-42 -o s3://b/sp-42 --rename-uid Map=normalize --json
+
+      statectl migrate ./sp -o ./sp-ttl --ttl orders/totals=7d --no-ttl orders/seen
+
+      statectl migrate ./sp -o ./sp-clean --drop-state orders/legacy --rename-state orders/cnt=count
+
+      statectl migrate ./sp -o ./sp-rewound --kafka-offset src:orders=earliest
     """
     import statectl
     from statectl.api import stale_staging
 
     renames = _parse_renames(rename_uid)
-    if not renames and not drop:
+    drops = [_state_of(v, "--drop-state") for v in drop_state or ()]
+    state_renames = [_renamed_state(v) for v in rename_state or ()]
+    ttls = [_ttl_of(v) for v in ttl or ()]
+    no_ttls = [_state_of(v, "--no-ttl") for v in no_ttl or ()]
+    offsets = [_kafka_offset(v) for v in kafka_offset or ()]
+    files = [_file_position(v) for v in file_position or ()]
+    if offsets or files:
+        if drops or state_renames or ttls or no_ttls:
+            raise typer.BadParameter(
+                "source positions and state edits go in separate runs",
+                param_hint="'--kafka-offset' / '--file-position'",
+            )
+        _move_sources(source, destination, offsets, files, renames, drop or (), overwrite,
+                      json_output, storage_option, allow_external_files)  # fmt: skip
+        return
+    if not (renames or drop or drops or state_renames or ttls or no_ttls):
         raise typer.BadParameter(
-            "nothing to do: give at least one of them", param_hint="'--rename-uid' / '--drop'"
+            "nothing to do: give at least one of them",
+            param_hint="'--rename-uid' / '--drop' / '--drop-state' / '--rename-state' / '--ttl'",
         )
     options = parse_storage_options(storage_option)
     savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
-    plan = statectl.plan_migration(savepoint, renames, drop or ())  # of a consistent savepoint
+    plan = statectl.plan_migration(  # of a consistent savepoint
+        savepoint,
+        renames,
+        drop or (),
+        drop_states=drops,
+        rename_states=state_renames,
+        ttl=ttls,
+        no_ttl=no_ttls,
+    )
     output.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(json_output)
     with render.progress("migrate") as progress:
@@ -95,3 +173,113 @@ def _parse_renames(pairs: list[str] | None) -> list[tuple[str, str]]:
             raise typer.BadParameter(f"expected OLD=NEW, got {pair!r}", param_hint="--rename-uid")
         renames.append((old, new))
     return renames
+
+
+def _state_of(value: str, option: str) -> tuple[str, str]:
+    """`OP/NAME` (the state name may hold `/`, as timer states do)."""
+    operator, sep, state = value.partition("/")
+    if not sep or not operator or not state:
+        raise typer.BadParameter(f"expected OP/NAME, got {value!r}", param_hint=option)
+    return operator, state
+
+
+def _renamed_state(value: str) -> tuple[str, str, str]:
+    target, sep, new = value.rpartition("=")
+    if not sep or not new:
+        raise typer.BadParameter(f"expected OP/OLD=NEW, got {value!r}", param_hint="--rename-state")
+    operator, old = _state_of(target, "--rename-state")
+    return operator, old, new
+
+
+_UNITS_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _ttl_of(value: str) -> tuple[str, str, int]:
+    target, sep, duration = value.rpartition("=")
+    if not sep:
+        raise typer.BadParameter(f"expected OP/NAME=DURATION, got {value!r}", param_hint="--ttl")
+    operator, state = _state_of(target, "--ttl")
+    return operator, state, _duration_ms(duration)
+
+
+def _duration_ms(text: str) -> int:
+    """`7d`, `12h`, `30m`, `90s`, `500ms`: a positive duration in milliseconds."""
+    number = text.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = text[len(number) :] or "ms"
+    if not number.isdigit() or unit not in _UNITS_MS or int(number) <= 0:
+        raise typer.BadParameter(
+            f"expected a duration such as 7d, 12h, 30m, 90s or 500ms, got {text!r}",
+            param_hint="--ttl",
+        )
+    return int(number) * _UNITS_MS[unit]
+
+
+def _move_sources(
+    source: str,
+    destination: str,
+    offsets: list[tuple[str, str | None, int | None, int | str]],
+    files: list[tuple[str, str, tuple[int, int] | None]],
+    renames: list[tuple[str, str]],
+    drops: list[str] | tuple[str, ...],
+    overwrite: bool,
+    json_output: bool,
+    storage_option: list[str] | None,
+    allow_external_files: bool,
+) -> None:
+    import statectl
+    from statectl.api import stale_staging
+
+    options = parse_storage_options(storage_option)
+    savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
+    output.warn_stale_staging(stale_staging(destination, options))
+    report = statectl.set_positions(
+        savepoint, destination, kafka_offsets=offsets, file_positions=files, renames=renames,
+        drops=drops, overwrite=overwrite, storage_options=options,
+    )  # fmt: skip
+    output.print_position_edits(report, json_output)
+
+
+def _kafka_offset(value: str) -> tuple[str, str | None, int | None, int | str]:
+    target, sep, offset = value.rpartition("=")
+    parts = target.split(":")
+    if not sep or len(parts) not in (2, 3) or not all(parts):
+        raise typer.BadParameter(
+            f"expected OP:TOPIC[:PARTITION]=OFFSET, got {value!r}", param_hint="--kafka-offset"
+        )
+    topic = None if parts[1] == "*" else parts[1]
+    partition = _integer(parts[2], "--kafka-offset") if len(parts) == 3 else None
+    marker = offset.lower()
+    at = (
+        marker
+        if marker in ("earliest", "latest", "committed")
+        else _integer(offset, "--kafka-offset")
+    )
+    return parts[0], topic, partition, at
+
+
+def _file_position(value: str) -> tuple[str, str, tuple[int, int] | None]:
+    target, sep, where = value.rpartition("=")
+    operator, colon, split = target.partition(":")
+    if not sep or not colon or not operator or not split:
+        raise typer.BadParameter(
+            f"expected OP:SPLIT=OFFSET[,RECORDS]|records:N|start, got {value!r}",
+            param_hint="--file-position",
+        )
+    if where == "start":
+        return operator, split, None
+    if where.startswith("records:"):
+        return operator, split, (-1, _integer(where[len("records:") :], "--file-position"))
+    offset, _, records = where.partition(",")
+    return (
+        operator,
+        split,
+        (_integer(offset, "--file-position"), _integer(records or "0", "--file-position")),
+    )
+
+
+def _integer(text: str, option: str) -> int:
+    if not text.isdigit():
+        raise typer.BadParameter(
+            f"expected a non-negative integer, got {text!r}", param_hint=option
+        )
+    return int(text)

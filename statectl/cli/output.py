@@ -32,11 +32,13 @@ if TYPE_CHECKING:
         OperatorPlan,
         OperatorSummary,
         ParallelismPlan,
+        PositionsEditReport,
         RescaledOperator,
         RescalePlan,
         RescaleReport,
         SavepointSummary,
         StateDiff,
+        StateEditReport,
         StateSummary,
         SubtaskLoads,
         SubtaskSummary,
@@ -774,6 +776,9 @@ def migration_to_json(report: MigrationReport) -> dict[str, Any]:
         "carried": report.count(CARRIED),
         **_pick(report, "files", "bytes"),
         "operators": [_migrated_operator_json(op) for op in report.operators],
+        "states": [
+            _pick(edit, "operator", "state", "action", "new_name", "rows") for edit in report.states
+        ],
     }
 
 
@@ -809,6 +814,16 @@ def _print_migration(report: MigrationReport) -> None:
         f"{report.count(RENAMED)} renamed, {report.count(DROPPED)} dropped, "
         f"{report.count(CARRIED)} kept; {report.files} files, {human_bytes(report.bytes)}"
     )
+    for edit in report.states:
+        print_line(f"state {edit.operator}/{edit.state}: {_state_edit_text(edit)}")
+
+
+def _state_edit_text(edit: StateEditReport) -> str:
+    if edit.action == "rename":
+        return f"renamed to {edit.new_name!r}"
+    if edit.action == "replace":
+        return f"replaced by {edit.rows} entries"
+    return {"drop": "dropped", "ttl": "TTL on", "no-ttl": "TTL off"}.get(edit.action, edit.action)
 
 
 def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
@@ -824,6 +839,32 @@ def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
         name = f"{old} → {change.new_uid}" if new_id else old
         what = "renamed" if new_id else "uid set"
     return name, change.new_id, what, str(op.files), human_bytes(op.bytes)
+
+
+def print_position_edits(report: PositionsEditReport, json_output: bool) -> None:
+    """What `migrate --kafka-offset/--file-position` moved: one line per split (or JSON)."""
+    from statectl.api.reports import render_position
+
+    changes = [
+        {
+            **_pick(change, "operator_id", "uid", "kind", "state", "subtask", "split_id"),
+            "old": render_position(change.kind, change.old),
+            "new": render_position(change.kind, change.new),
+        }
+        for change in report.changes
+    ]
+    if json_output:
+        print_json(
+            {**_pick(report, "source", "destination", "metadata_version"), "changes": changes}
+        )
+        return
+    print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
+    for change in changes:
+        where = "enumerator" if change["subtask"] is None else f"subtask {change['subtask']}"
+        print_line(
+            f"{change['uid'] or change['operator_id']} {where} {change['split_id']}: "
+            f"{change['old']} → {change['new']}"
+        )
 
 
 # --- progress --------------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from statectl.execution.engine import SortKey, Work, total_work
 from statectl.progress import Progress, ProgressCallback, finished
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from py4j.java_gateway import JavaGateway
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
@@ -482,3 +483,52 @@ def task_error(exc: BaseException) -> Exception | None:
     if os_error is not None and kind.endswith("Error"):
         return errors.SavepointError(os_error[2], os_error[3])
     return RuntimeError(f"a Spark task failed: {kind}: {message}")
+
+
+def sql_over_table(
+    table: pa.Table, query: str, view: str, master: str = DEFAULT_MASTER
+) -> pa.Table:
+    """`query` over `table` registered as the temporary view `view` in the active session (or
+    one of `master`), collected as Arrow. Spark holds timestamps in microseconds and no Arrow
+    extension types: the table is cast to what it takes first (the caller casts back)."""
+    from pyspark.errors import PySparkException
+
+    spark = spark_session(master)
+    frame = spark.createDataFrame(table.cast(spark_arrow_schema(table.schema)))
+    frame.createOrReplaceTempView(view)
+    try:
+        return spark.sql(query).toArrow()
+    except PySparkException as exc:  # the query's own fault: one line, as bad input is
+        raise errors.StatectlError(f"the SQL query failed: {errors.one_line(str(exc))}") from None
+
+
+def spark_arrow_type(arrow: pa.DataType) -> pa.DataType:
+    """The Arrow type Spark exchanges for `arrow`: microsecond timestamps and times, date32,
+    extension types as their storage (Kryo's JSON as a string)."""
+    import pyarrow as pa
+
+    if isinstance(arrow, pa.BaseExtensionType):
+        return spark_arrow_type(arrow.storage_type)
+    if pa.types.is_timestamp(arrow):
+        return pa.timestamp("us", arrow.tz)
+    if pa.types.is_time(arrow):
+        return pa.time64("us")
+    if pa.types.is_date64(arrow):
+        return pa.date32()
+    if pa.types.is_struct(arrow):
+        return pa.struct([f.with_type(spark_arrow_type(f.type)) for f in arrow])
+    if pa.types.is_map(arrow):
+        return pa.map_(spark_arrow_type(arrow.key_type), spark_arrow_type(arrow.item_type))
+    if pa.types.is_list(arrow) or pa.types.is_large_list(arrow):
+        return pa.list_(spark_arrow_type(arrow.value_type))
+    if pa.types.is_large_string(arrow):
+        return pa.string()
+    if pa.types.is_large_binary(arrow):
+        return pa.binary()
+    return arrow
+
+
+def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
+    import pyarrow as pa
+
+    return pa.schema([f.with_type(spark_arrow_type(f.type)) for f in schema])

@@ -581,6 +581,40 @@ def split_composite_key(
     )
 
 
+def build_composite_key(
+    key_group: int,
+    max_parallelism: int,
+    key: bytes,
+    namespace: bytes,
+    *,
+    ambiguous: bool,
+    user_key: bytes = b"",
+    timestamp: int | None = None,
+) -> bytes:
+    """A state entry's key as `split_composite_key` reads it: the key-group prefix, then a
+    timer's flipped timestamp, the key and the namespace (each followed by its length when both
+    serializers are variable-sized: `ambiguous`), then a map entry's user key."""
+    prefix = key_group_prefix(key_group, key_group_prefix_bytes(max_parallelism))
+    if timestamp is not None:  # TimerSerializer: no length suffixes
+        flipped = (timestamp & 0xFFFFFFFFFFFFFFFF) ^ TIMER_TIMESTAMP_FLIP
+        return prefix + flipped.to_bytes(8, "big") + key + namespace
+    if not ambiguous:
+        return prefix + key + namespace + user_key
+    return (
+        prefix
+        + key
+        + _length_suffix(len(key))
+        + namespace
+        + _length_suffix(len(namespace))
+        + user_key
+    )
+
+
+def _length_suffix(length: int) -> bytes:
+    """`CompositeKeySerializationUtils.writeVariableIntBytes`: little-endian, at least a byte."""
+    return length.to_bytes(_variable_int_bytes(length), "little")
+
+
 def _namespace_end(
     rest: memoryview,
     namespace: int | PartReader | None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from statectl.errors import FormatError, UnsupportedError
-from statectl.formats.java_io import DataReader, excerpt
+from statectl.formats.java_io import DataReader, DataWriter, excerpt
 from statectl.formats.serializer_snapshots import (
     PROXY_VERSION,
     Probe,
@@ -144,6 +144,49 @@ def keyed_header_compressed(header: bytes | bytearray | memoryview) -> bool:
 def set_keyed_header_compression(header: bytes, compressed: bool) -> bytes:
     """The header with its compression flag set; the only byte that changes is offset 4."""
     return _set_flag(header, compressed, KEYED_VERSIONS, KEYED_COMPRESSION_SINCE, "keyed state")
+
+
+def write_keyed_header(header: KeyedStateHeader) -> bytes:
+    """The header's bytes as `KeyedBackendSerializationProxy.write` writes them (version 6):
+    what a rewrite of a state's name, snapshot or presence needs. Snapshots are written from
+    the bytes they were read from (`SerializerSnapshot.raw`), so an unchanged header comes out
+    byte for byte as it went in."""
+    if header.version < KEYED_KEY_SNAPSHOT_SINCE or not header.complete:
+        raise FormatError(
+            f"cannot rewrite a keyed state header that was not read in full ({header.problem})"
+        )
+    out = DataWriter()
+    out.write_i32(header.version)
+    out.write_bool(header.compressed)
+    _write_snapshot(out, header.key_serializer_snapshot)
+    out.write_i16(len(header.states))
+    for state in header.states:
+        out.write_bytes(write_state_meta(state))
+    return out.getvalue()
+
+
+def write_state_meta(state: StateMetaInfo) -> bytes:
+    """`StateMetaInfoSnapshotReadersWriters`' current writer: name, backend state type,
+    options, then each serializer snapshot under its key."""
+    out = DataWriter()
+    out.write_utf(state.name)
+    out.write_i32(BACKEND_STATE_TYPES.index(state.backend_state_type))
+    out.write_i32(len(state.options))
+    for key, value in state.options.items():
+        out.write_utf(key)
+        out.write_utf(value)
+    out.write_i32(len(state.serializers))
+    for key, snapshot in state.serializers.items():
+        out.write_utf(key)
+        _write_snapshot(out, snapshot)
+    return out.getvalue()
+
+
+def _write_snapshot(out: DataWriter, snapshot: SerializerSnapshot | None) -> None:
+    if snapshot is None or not snapshot.raw:
+        raise FormatError("a serializer snapshot without its bytes cannot be written")
+    out.write_i32(PROXY_VERSION)
+    out.write_bytes(snapshot.raw)
 
 
 # --- operator headers ----------------------------------------------------------------------

@@ -24,12 +24,19 @@ from statectl.errors import StatectlError
 from statectl.formats.handles import RelativeFileHandle
 from statectl.formats.java_io import encode_modified_utf8
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
+from statectl.operations.state_edits import (
+    StateEdit,
+    StateEditPlan,
+    StateEditReport,
+    plan_state_edits,
+)
 from statectl.progress import Progress, ProgressCallback
 from statectl.savepoint import writer
 from statectl.savepoint.files import CopyTask, copy_file
+from statectl.savepoint.keyed_rewrite import SubtaskRewrite, write_subtask
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
 from statectl.savepoint.relocate import CopyNames, carry_over
-from statectl.savepoint.storage import locate
+from statectl.savepoint.storage import Location, locate
 
 RENAMED, DROPPED, CARRIED = "renamed", "dropped", "carried"
 
@@ -50,12 +57,17 @@ class MigrationPlan:
     source: Savepoint
     changes: tuple[OperatorChange, ...]  # one per input operator, in input order
     metadata: CheckpointMetadata  # the output's metadata, handles still pointing at the input
+    states: StateEditPlan | None = None  # state-level edits (`state_edits`)
 
 
 def plan_migration(
-    source: Savepoint, renames: Sequence[tuple[str, str]] = (), drops: Sequence[str] = ()
+    source: Savepoint,
+    renames: Sequence[tuple[str, str]] = (),
+    drops: Sequence[str] = (),
+    state_edits: Sequence[StateEdit] = (),
 ) -> MigrationPlan:
-    """Resolve `renames` (OLD uid or id → NEW uid) and `drops` (uid or id) against `source`.
+    """Resolve `renames` (OLD uid or id → NEW uid), `drops` (uid or id) and `state_edits`
+    against `source`.
 
     Errors (unknown operator, an operator named twice, an empty uid, two operators that would
     end up with the same operator id) are StatectlErrors naming the savepoint.
@@ -103,7 +115,11 @@ def plan_migration(
         changes.append(change)
         operators.append(op)
     metadata = dataclasses.replace(source.metadata, operators=tuple(operators))
-    return MigrationPlan(source, tuple(changes), metadata)
+    states = plan_state_edits(source, state_edits) if state_edits else None
+    both = [states.labels[op_id] for op_id in states.rewrites if op_id in dropped] if states else []
+    if both:
+        raise StatectlError(f"operator {both[0]} is dropped and has its states edited", where)
+    return MigrationPlan(source, tuple(changes), metadata, states)
 
 
 def _id_taken(first: OperatorChange, second: OperatorChange, where: str) -> None:
@@ -137,6 +153,7 @@ class MigrationReport:
     destination: str
     metadata_version: int
     operators: tuple[OperatorReport, ...]
+    states: tuple[StateEditReport, ...] = ()
 
     def count(self, action: str) -> int:
         return sum(op.change.action == action for op in self.operators)
@@ -154,10 +171,15 @@ def relocated_metadata(plan: MigrationPlan) -> tuple[CheckpointMetadata, list[Co
     """The output's `_metadata` with every file handle relative, and the copies it needs.
 
     Copies are named `<output operator id>-<n>`; raises for state that cannot be carried
-    (unaligned channel state, changelog state)."""
+    (unaligned channel state, changelog state). Keyed state that state edits rewrite is left
+    out (`write_rewrites` puts it back)."""
     names = CopyNames(plan.source)
+    rewritten = _rewritten_operators(plan)
     try:
-        operators = tuple(carry_over(op, names) for op in plan.metadata.operators)
+        operators = tuple(
+            carry_over(_without_keyed(op) if n in rewritten else op, names)
+            for n, op in enumerate(plan.metadata.operators)
+        )
     except StatectlError as exc:
         raise exc.with_source(plan.source.metadata_location.url) from None
     return dataclasses.replace(plan.metadata, operators=operators), names.tasks
@@ -177,17 +199,80 @@ def migrate(
     staged = writer.stage(destination, overwrite, storage_options)
     results: list[RelativeFileHandle] = []
     try:
+        rewrites = _rewrites(plan)
+        total = len(tasks) + len(rewrites)
         total_bytes, done_bytes = sum(task.source.size for task in tasks), 0
         for done, task in enumerate(tasks, 1):
             results.append(_copy(task, staged.staging_url, storage_options))
             done_bytes += task.source.size
             if progress is not None:
-                progress(Progress(done, len(tasks), done_bytes, total_bytes))
+                progress(Progress(done, total, done_bytes, total_bytes))
+        output = locate(staged.staging_url, storage_options)
+        for done, (position, rewrite) in enumerate(rewrites, len(tasks) + 1):
+            metadata = _write_rewrite(plan, metadata, position, rewrite, output)
+            if progress is not None:
+                progress(Progress(done, total, done_bytes, total_bytes))
         writer.publish(staged, metadata)
     except BaseException:
         writer.discard(staged)
         raise
     return _report(plan, results, staged.destination.url)
+
+
+def _output_positions(plan: MigrationPlan) -> dict[bytes, int]:
+    """Input operator id → its position among the output's operators (dropped: absent)."""
+    kept = (
+        (op.operator_id, change)
+        for op, change in zip(plan.source.operators, plan.changes, strict=True)
+        if change.action != DROPPED
+    )
+    return {op_id: n for n, (op_id, _) in enumerate(kept)}
+
+
+def _rewritten_operators(plan: MigrationPlan) -> set[int]:
+    """Positions in the output's operators of those whose keyed state is rewritten."""
+    if plan.states is None:
+        return set()
+    positions = _output_positions(plan)
+    return {positions[op_id] for op_id in plan.states.rewrites}
+
+
+def _without_keyed(op: OperatorState) -> OperatorState:
+    subtasks = tuple(dataclasses.replace(s, managed_keyed_state=None) for s in op.subtasks or ())
+    return dataclasses.replace(op, subtasks=subtasks if op.subtasks is not None else None)
+
+
+def _rewrites(plan: MigrationPlan) -> list[tuple[int, SubtaskRewrite]]:
+    """(position in the output's operators, subtask rewrite) of every rewritten subtask."""
+    if plan.states is None:
+        return []
+    positions = _output_positions(plan)
+    return [
+        (positions[op_id], rewrite)
+        for op_id, rewrites in plan.states.rewrites.items()
+        for rewrite in rewrites
+    ]
+
+
+def _write_rewrite(
+    plan: MigrationPlan,
+    metadata: CheckpointMetadata,
+    position: int,
+    rewrite: SubtaskRewrite,
+    output: Location,
+) -> CheckpointMetadata:
+    """Write one subtask's new keyed state and put its handle into `metadata`."""
+    op = metadata.operators[position]
+    index = rewrite.source.subtask
+    name = f"{op.operator_id_hex}-{index:05d}-keyed"
+    handle = write_subtask(rewrite, output, name, plan.source.metadata.checkpoint_id)
+    subtasks = tuple(
+        dataclasses.replace(s, managed_keyed_state=handle) if s.index == index else s
+        for s in op.subtasks or ()
+    )
+    operators = list(metadata.operators)
+    operators[position] = dataclasses.replace(op, subtasks=subtasks)
+    return dataclasses.replace(metadata, operators=tuple(operators))
 
 
 def _copy(
@@ -225,4 +310,5 @@ def _report(
             )
             for change in plan.changes
         ),
+        plan.states.reports if plan.states else (),
     )

@@ -1,0 +1,85 @@
+"""`statectl transform`: edit one keyed state as a table (Spark SQL or Python), write it back."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from statectl.cli import output
+from statectl.cli.options import (
+    AllowExternalFilesOption,
+    DestinationOption,
+    JsonOption,
+    MasterOption,
+    OverwriteOption,
+    SourceArgument,
+    StorageOptionFlags,
+    parse_storage_options,
+)
+
+
+def transform_command(
+    source: SourceArgument,
+    destination: DestinationOption,
+    operator: Annotated[str, typer.Option("--operator", help="The operator: uid, name or id.")],
+    state: Annotated[str, typer.Option("--state", help="The keyed state to edit.")],
+    sql: Annotated[
+        str | None,
+        typer.Option("--sql", help="A Spark SQL query over the view `state`; its rows are kept."),
+    ] = None,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python",
+            metavar="MODULE:FUNCTION",
+            help="A function called with each pyarrow RecordBatch of the state; it returns "
+            "a RecordBatch, a Table or None.",
+        ),
+    ] = None,
+    master: MasterOption = "local[*]",
+    overwrite: OverwriteOption = False,
+    json_output: JsonOption = False,
+    storage_option: StorageOptionFlags = None,
+    allow_external_files: AllowExternalFilesOption = False,
+) -> None:
+    """Edit one keyed state as a table and write the savepoint back with the result.
+
+    The state reads as the table `export --typed` and `spark.read.format("flink-state")`
+    give: key, namespace, value (MAP: user_key; TTL: ttl_timestamp; timers: timestamp). The
+    result's rows become the state's entries: rows left out are removed, new keys go to the
+    key group (and subtask) Flink assigns them. A result whose columns do not fit the state
+    is refused, naming the column; nothing is written then. The output keeps the input's
+    format (canonical or RocksDB native); every other state is carried over as bytes.
+
+    Examples:
+
+      statectl transform ./sp -o ./sp-fixed --operator orders --state totals \\
+        --sql "SELECT * FROM state WHERE key <> 'poison'"
+
+      statectl transform ./sp -o ./sp-fixed --operator orders --state totals \\
+        --python fixes:reset_counters
+    """
+    import statectl
+    from statectl.api import stale_staging
+
+    if (sql is None) == (python is None):
+        raise typer.BadParameter("give exactly one of them", param_hint="'--sql' / '--python'")
+    options = parse_storage_options(storage_option)
+    savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
+    output.warn_stale_staging(stale_staging(destination, options))
+    render = output.renderer(json_output)
+    with render.progress("transform") as progress:
+        report = statectl.transform(
+            savepoint,
+            destination,
+            operator,
+            state,
+            sql=sql,
+            python=python,
+            master=master,
+            overwrite=overwrite,
+            storage_options=options,
+            progress=progress.update,
+        )
+    render.migrate(report)

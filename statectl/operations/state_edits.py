@@ -1,0 +1,254 @@
+"""State-level edits: drop or rename a keyed state, turn its TTL on or off, replace its entries.
+
+An edit names a state of an operator of the input. `plan_state_edits` resolves the edits
+against the savepoint and says, per operator, what happens to each of its states
+(`keyed_rewrite.StateChange`); `migrate` then writes every subtask of those operators anew
+(`keyed_rewrite.write_subtask`) and carries the rest over as bytes.
+
+- **drop**: the state leaves every subtask's header and its entries are left out, so a job
+  that no longer declares it restores without it.
+- **rename**: the header names it anew (a native instance's column family with it); entries
+  are carried as bytes.
+- **TTL on**: every value is wrapped with a last-access time (`TtlSerializer`: the i64 time,
+  then the value) and the state's snapshot becomes `TtlSerializerSnapshot`; for a LIST each
+  element, for a MAP each value (flink-state-values.md §5.1). Flink before 2.2 refuses to
+  restore a state whose descriptor gained or lost TTL; after this it restores it as it is.
+- **TTL off**: the inverse.
+- **replace**: the state's entries are those of a table with the state's columns (`edit`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from statectl.errors import FormatError, StatectlError
+from statectl.formats import snapshot_edits
+from statectl.formats.metadata import OperatorState
+from statectl.formats.state_headers import StateMetaInfo
+from statectl.formats.state_values import (
+    LIST_DELIMITER,
+    MAP_NULL_VALUE,
+    StateCodec,
+    keyed_codec,
+)
+from statectl.formats.values import Codec, RawCodec
+from statectl.savepoint import entries
+from statectl.savepoint.keyed_rewrite import Row, StateChange, SubtaskRewrite, plan_subtask
+from statectl.savepoint.model import Savepoint
+
+DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
+_TTL_TIMESTAMP_BYTES = 8
+
+
+@dataclass(frozen=True)
+class StateEdit:
+    """One requested change to one state (`operator`: uid, 32-hex id or name)."""
+
+    operator: str
+    state: str
+    action: str  # DROP | RENAME | TTL_ON | TTL_OFF | REPLACE
+    new_name: str | None = None  # RENAME
+    ttl_ms: int | None = None  # TTL_ON: the time-to-live the job declares (shown, not stored)
+    last_access: int | None = None  # TTL_ON: the last-access time written (epoch ms; now)
+    rows: Mapping[int, Sequence[Row]] | None = None  # REPLACE: new rows by key group
+    rows_count: int = 0
+
+    @property
+    def option(self) -> str:
+        """The edit as `migrate` takes it, for messages."""
+        target = f"{self.operator}/{self.state}"
+        if self.action == RENAME:
+            return f"--rename-state {target}={self.new_name}"
+        if self.action == TTL_ON:
+            return f"--ttl {target}"
+        if self.action == REPLACE:
+            return f"the edit of {target}"
+        return f"--{self.action}-state {target}" if self.action != TTL_OFF else f"--no-ttl {target}"
+
+
+@dataclass(frozen=True)
+class StateEditReport:
+    """What one edit does: `rows` are a replaced state's new entries."""
+
+    operator: str  # the operator's label
+    state: str
+    action: str
+    new_name: str | None = None
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class StateEditPlan:
+    """Edits resolved: per operator (by id in the input), each subtask's rewrite."""
+
+    rewrites: Mapping[bytes, tuple[SubtaskRewrite, ...]]
+    edits: tuple[StateEdit, ...]
+    labels: Mapping[bytes, str]
+    reports: tuple[StateEditReport, ...]
+
+
+def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEditPlan:
+    """Resolve `edits` against `source`: unknown operators or states, a state named twice, a
+    state kind an edit cannot apply to, a new name taken are StatectlErrors naming the option."""
+    changes: dict[bytes, dict[str, StateChange]] = {}
+    labels: dict[bytes, str] = {}
+    reports: list[StateEditReport] = []
+    for edit in edits:
+        op = source.find_operator(edit.operator)
+        label = entries.operator_label(op)
+        states = _keyed_states(source, op)
+        meta = states.get(edit.state)
+        if meta is None:
+            known = ", ".join(sorted(states)) or "none"
+            raise StatectlError(
+                f"{edit.option}: operator {label} has no keyed state {edit.state!r} "
+                f"(keyed states: {known})",
+                source.directory.url,
+            )
+        mine = changes.setdefault(op.operator_id, {})
+        if edit.state in mine:
+            raise StatectlError(f"{edit.option}: state {edit.state!r} is edited twice", label)
+        try:
+            mine[edit.state] = _change(edit, meta, _codec(source, op, meta))
+        except FormatError as exc:
+            raise StatectlError(f"{edit.option}: {exc.message}", label) from None
+        labels[op.operator_id] = label
+        rows = edit.rows_count if edit.action == REPLACE else None
+        reports.append(StateEditReport(label, edit.state, edit.action, edit.new_name, rows))
+    rewrites = {
+        op_id: tuple(
+            plan_subtask(file, mine)
+            for file in entries.keyed_files(source, _operator(source, op_id))
+        )
+        for op_id, mine in changes.items()
+    }
+    return StateEditPlan(rewrites, tuple(edits), labels, tuple(reports))
+
+
+def _operator(source: Savepoint, operator_id: bytes) -> OperatorState:
+    return next(op for op in source.operators if op.operator_id == operator_id)
+
+
+def _keyed_states(source: Savepoint, op: OperatorState) -> dict[str, StateMetaInfo]:
+    states: dict[str, StateMetaInfo] = {}
+    for file in entries.keyed_files(source, op):
+        for state in file.header().states:
+            states.setdefault(state.name, state)
+    return states
+
+
+def _codec(source: Savepoint, op: OperatorState, meta: StateMetaInfo) -> StateCodec:
+    files = entries.keyed_files(source, op)
+    key = files[0].header().key_serializer_snapshot if files else None
+    return keyed_codec(meta, key, files[0].flink_major if files else None)
+
+
+def _change(edit: StateEdit, meta: StateMetaInfo, codec: StateCodec) -> StateChange:
+    if edit.action == DROP:
+        return StateChange(drop=True)
+    if edit.action == RENAME:
+        return _rename(edit, meta)
+    if edit.action == REPLACE:
+        return StateChange(rows=edit.rows or {})
+    if meta.kind == "TIMERS":
+        raise FormatError(f"{meta.name!r} holds timers: TTL does not apply")
+    if edit.action == TTL_ON:
+        last_access = edit.last_access if edit.last_access is not None else _now_ms()
+        return StateChange(
+            meta=snapshot_edits.with_ttl, value=ttl_wrapper(meta.kind, codec, last_access)
+        )
+    if edit.action == TTL_OFF:
+        return StateChange(meta=snapshot_edits.without_ttl, value=ttl_unwrapper(meta.kind, codec))
+    raise FormatError(f"unknown edit {edit.action!r}")
+
+
+def _rename(edit: StateEdit, meta: StateMetaInfo) -> StateChange:
+    new_name = edit.new_name or ""
+    if not new_name:
+        raise FormatError("the new name is empty")
+    if meta.kind == "TIMERS" or new_name.startswith("_timer_state/"):
+        raise FormatError("timer states are named by their timer service: rename the service")
+
+    def renamed(state: StateMetaInfo) -> StateMetaInfo:
+        return dataclasses.replace(state, name=new_name)
+
+    return StateChange(meta=renamed)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# --- TTL on stored values ------------------------------------------------------------------
+
+
+def ttl_wrapper(kind: str, codec: StateCodec, last_access: int) -> Callable[[bytes], bytes]:
+    """How each stored value of a `kind` state gains a last-access time."""
+    stamp = (last_access & 0xFFFFFFFFFFFFFFFF).to_bytes(_TTL_TIMESTAMP_BYTES, "big")
+    if codec.ttl:
+        raise FormatError(f"the state has TTL already ({codec.describe()})")
+    if kind == "MAP":
+        return lambda value: _map_value(value, lambda rest: stamp + rest, "wrap")
+    if kind == "LIST":
+        element = _element_codec(codec)
+        return lambda value: _join(stamp + e for e in _elements(element, value))
+    return lambda value: stamp + value
+
+
+def ttl_unwrapper(kind: str, codec: StateCodec) -> Callable[[bytes], bytes]:
+    """How each stored value of a `kind` state loses its last-access time."""
+    if not codec.ttl:
+        raise FormatError(f"the state has no TTL ({codec.describe()})")
+    if kind == "MAP":
+        return lambda value: _map_value(value, _strip_timestamp, "unwrap")
+    if kind == "LIST":
+        element = _element_codec(codec)
+        return lambda value: _join(_strip_timestamp(e) for e in _elements(element, value))
+    return _strip_timestamp
+
+
+def _strip_timestamp(value: bytes) -> bytes:
+    if len(value) < _TTL_TIMESTAMP_BYTES:
+        raise FormatError(f"a TTL value of {len(value)} bytes has no last-access time")
+    return value[_TTL_TIMESTAMP_BYTES:]
+
+
+def _map_value(value: bytes, change: Callable[[bytes], bytes], what: str) -> bytes:
+    """A MAP entry's stored value is a null flag, then the value (`state_values.map_value`)."""
+    if not value:
+        raise FormatError("map value without its null flag")
+    if value[0] == MAP_NULL_VALUE:
+        raise FormatError(f"a null map value: TTL cannot {what} it (Flink stores no time for it)")
+    return value[:1] + change(value[1:])
+
+
+def _element_codec(codec: StateCodec) -> Codec:
+    """The codec that finds where each element of a stored list ends."""
+    element = codec.value
+    if element is None or isinstance(element, RawCodec):
+        reason = element.reason if isinstance(element, RawCodec) else "no serializer"
+        raise FormatError(f"cannot find where the list's elements end ({reason})")
+    return element
+
+
+def _elements(element: Codec, value: bytes) -> list[bytes]:
+    """The bytes of each element of a stored list (`,`-joined, not escaped: read to find ends)."""
+    view = memoryview(value)
+    parts: list[bytes] = []
+    pos = 0
+    while pos < len(view):
+        _, end = element.read(view, pos)
+        parts.append(bytes(view[pos:end]))
+        pos = end
+        if pos < len(view):
+            if view[pos] != LIST_DELIMITER:
+                raise FormatError(f"list element not followed by ',' at offset {pos}")
+            pos += 1
+    return parts
+
+
+def _join(parts: object) -> bytes:
+    return bytes([LIST_DELIMITER]).join(parts)  # type: ignore[arg-type]

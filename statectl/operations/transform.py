@@ -1,0 +1,86 @@
+"""Editing a keyed state as a table: read it, change it (Spark SQL or a Python function over
+Arrow batches), and write the result back as the state's entries.
+
+The state's table is the one every read gives (`savepoint.tables`, docs/values.md). The
+result must have the same columns in the same types (Spark's narrower or wider encodings are
+cast back where nothing is lost); its rows become the state's entries, each in the key group
+of its key, so new keys land in the subtask that owns them and keys left out are removed.
+The rest of the savepoint is carried over as `migrate` carries it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from statectl.errors import FormatError, StatectlError
+from statectl.formats.java_types import key_type_for_snapshot
+from statectl.operations.state_edits import REPLACE, StateEdit
+from statectl.savepoint import entries
+from statectl.savepoint.model import Savepoint
+from statectl.savepoint.table_rows import conform, encode_rows
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+BatchFunction = Callable[["pa.RecordBatch"], "pa.RecordBatch | pa.Table | None"]
+
+
+def replacement(source: Savepoint, operator: str, state: str, table: pa.Table) -> StateEdit:
+    """The edit that makes `table` the entries of keyed state `state` of `operator`."""
+    op = source.find_operator(operator)
+    label = entries.operator_label(op)
+    files = entries.keyed_files(source, op)
+    header = next((f.header() for f in files if state in f.header().state_names()), None)
+    if header is None:
+        raise StatectlError(f"operator {label} has no keyed state {state!r}", source.directory.url)
+    codec = entries.codecs_for(header, files[0].flink_major)[state]
+    key_type = key_type_for_snapshot(header.key_serializer_snapshot)
+    try:
+        rows = encode_rows(conform(table, codec), codec, key_type, op.max_parallelism)
+    except FormatError as exc:
+        raise StatectlError(f"state {state!r}: {exc.message}", label) from None
+    return StateEdit(operator, state, REPLACE, rows=rows.by_key_group, rows_count=rows.count)
+
+
+def load_function(spec: str) -> BatchFunction:
+    """`MODULE:FUNCTION` (a module importable from the current directory or the path)."""
+    module_name, sep, name = spec.partition(":")
+    if not sep or not module_name or not name:
+        raise StatectlError(f"expected MODULE:FUNCTION, got {spec!r}")
+    import os
+    import sys
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise StatectlError(f"cannot import {module_name!r}: {exc}") from None
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise StatectlError(f"{module_name!r} has no function {name!r}")
+    return function  # type: ignore[no-any-return]
+
+
+def apply_function(function: BatchFunction, batches: Iterable[pa.RecordBatch]) -> pa.Table:
+    """The function's results over every batch, as one table (None from a batch: no rows)."""
+    import pyarrow as pa
+
+    results: list[pa.Table] = []
+    for batch in batches:
+        result = function(batch)
+        if result is None:
+            continue
+        if isinstance(result, pa.RecordBatch):
+            result = pa.Table.from_batches([result])
+        if not isinstance(result, pa.Table):
+            raise StatectlError(
+                f"the function returned {type(result).__name__}; expected a pyarrow "
+                "RecordBatch, a Table or None"
+            )
+        results.append(result)
+    if not results:
+        return pa.table({})
+    return pa.concat_tables(results, promote_options="permissive")

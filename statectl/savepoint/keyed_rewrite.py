@@ -1,0 +1,186 @@
+"""One subtask's keyed state written anew with some of its states changed.
+
+What changes is said per state, by its name in the input: dropped, renamed, its serializer
+snapshot replaced (TTL on or off) with its stored values changed to match, or its entries
+replaced wholesale by new ones (an edited table). Every other state's entries are carried over
+as bytes. The subtask keeps its key-group range and its format: a CANONICAL file stays
+key-group blocks (written uncompressed), a RocksDB native instance stays an instance (one
+column family per state of the new header, rows ascending), as Flink restores either.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from statectl.errors import StatectlError
+from statectl.formats import keyed_blocks
+from statectl.formats.handles import HandleCode, KeyedHandle, KeyGroupsHandle, RelativeFileHandle
+from statectl.formats.java_types import key_group_prefix_bytes
+from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo, write_keyed_header
+from statectl.savepoint import native
+from statectl.savepoint.entries import KeyedEntry, KeyedFile, KeyedSource, NativeKeyedFile
+from statectl.savepoint.files import OutputFile
+from statectl.savepoint.native_writer import InstanceWriter
+from statectl.savepoint.storage import Location
+
+Row = tuple[bytes, bytes]  # composite key (no flag), stored value
+ValueChange = Callable[[bytes], bytes]
+
+
+@dataclass(frozen=True)
+class StateChange:
+    """What happens to one state (by its name in the input) of every subtask."""
+
+    drop: bool = False
+    meta: Callable[[StateMetaInfo], StateMetaInfo] | None = None  # rename, TTL on/off
+    value: ValueChange | None = None  # each stored value, as the new meta needs it
+    # Replaced entries: the state's new rows by key group (composite keys of this operator's
+    # max parallelism); the input's entries of the state are left out.
+    rows: Mapping[int, Sequence[Row]] | None = None
+
+
+@dataclass(frozen=True)
+class SubtaskRewrite:
+    """One subtask's new header and how each of its states' entries are made."""
+
+    source: KeyedSource
+    header: KeyedStateHeader  # the new header (compression off)
+    new_ids: Mapping[str, int]  # input state name → id in the new header (dropped: absent)
+    changes: Mapping[str, StateChange] = field(default_factory=dict)
+
+    @property
+    def header_bytes(self) -> bytes:
+        return write_keyed_header(self.header)
+
+
+def plan_subtask(source: KeyedSource, changes: Mapping[str, StateChange]) -> SubtaskRewrite:
+    """The new header of `source`'s subtask under `changes`, states kept in their order."""
+    old = source.header()
+    states: list[StateMetaInfo] = []
+    new_ids: dict[str, int] = {}
+    for state in old.states:
+        change = changes.get(state.name, StateChange())
+        if change.drop:
+            continue
+        new_ids[state.name] = len(states)
+        states.append(change.meta(state) if change.meta else state)
+    names = [s.name for s in states]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise StatectlError(f"two states would be named {twice[0]!r}", source.description)
+    header = dataclasses.replace(old, compressed=False, states=tuple(states))
+    return SubtaskRewrite(source, header, new_ids, changes)
+
+
+def key_groups_of(source: KeyedSource) -> tuple[int, int] | None:
+    if isinstance(source, KeyedFile):
+        return source.handle.key_groups
+    return source.instance.key_groups
+
+
+def write_subtask(
+    rewrite: SubtaskRewrite, output: Location, name: str, checkpoint_id: int
+) -> KeyedHandle | None:
+    """The subtask's new keyed state under `name` in `output` (None: it owns no key groups)."""
+    if key_groups_of(rewrite.source) is None:
+        return None
+    try:
+        if isinstance(rewrite.source, NativeKeyedFile):
+            return _write_native(rewrite, rewrite.source, output, name, checkpoint_id)
+        return _write_canonical(rewrite, rewrite.source, output, name)
+    except StatectlError as exc:
+        raise exc.with_source(rewrite.source.description) from None
+
+
+# --- canonical -----------------------------------------------------------------------------
+
+
+def _write_canonical(
+    rewrite: SubtaskRewrite, source: KeyedFile, output: Location, name: str
+) -> KeyGroupsHandle:
+    first, last = source.handle.key_groups or (0, -1)
+    offsets = [0] * (last - first + 1)  # 0: an empty key group, as Flink marks it
+    out = OutputFile(output.child(name))
+    try:
+        out.write(rewrite.header_bytes)
+        for key_group, runs in _key_group_runs(rewrite, source, first, last):
+            offsets[key_group - first] = out.pos
+            out.write(keyed_blocks.build_block(runs))
+    finally:
+        size = out.close()
+    file = RelativeFileHandle(name, size)
+    return KeyGroupsHandle(HandleCode.SAVEPOINT_KEY_GROUPS, first, tuple(offsets), file)
+
+
+def _key_group_runs(
+    rewrite: SubtaskRewrite, source: KeyedFile, first: int, last: int
+) -> Iterator[tuple[int, list[tuple[int, list[Row]]]]]:
+    """Each non-empty key group's runs (new state id, rows), key groups ascending."""
+    carried = itertools.groupby(source.entries(), key=lambda entry: entry.key_group)
+    pending = next(carried, None)
+    for key_group in range(first, last + 1):
+        runs: dict[int, list[Row]] = {}
+        if pending is not None and pending[0] == key_group:
+            _carry(rewrite, pending[1], runs)
+            pending = next(carried, None)
+        _add_replaced(rewrite, key_group, runs)
+        if runs:
+            yield key_group, sorted(runs.items())
+    if pending is not None:
+        raise StatectlError(f"key group {pending[0]} lies outside the file's range {first}–{last}")
+
+
+def _carry(
+    rewrite: SubtaskRewrite, entries: Iterable[KeyedEntry], runs: dict[int, list[Row]]
+) -> None:
+    for entry in entries:
+        name = entry.state.name
+        change = rewrite.changes.get(name)
+        if change is not None and (change.drop or change.rows is not None):
+            continue
+        value = change.value(entry.value) if change is not None and change.value else entry.value
+        runs.setdefault(rewrite.new_ids[name], []).append((entry.key, value))
+
+
+def _add_replaced(rewrite: SubtaskRewrite, key_group: int, runs: dict[int, list[Row]]) -> None:
+    for name, change in rewrite.changes.items():
+        if change.rows is None or name not in rewrite.new_ids:
+            continue
+        rows = change.rows.get(key_group)
+        if rows:
+            runs.setdefault(rewrite.new_ids[name], []).extend(rows)
+
+
+# --- RocksDB native ------------------------------------------------------------------------
+
+
+def _write_native(
+    rewrite: SubtaskRewrite,
+    source: NativeKeyedFile,
+    output: Location,
+    name: str,
+    checkpoint_id: int,
+) -> KeyedHandle:
+    owned = source.instance.key_groups
+    assert owned is not None
+    prefix = key_group_prefix_bytes(source.max_parallelism)
+    families = [state.name for state in rewrite.header.states]
+    with InstanceWriter(families, owned, prefix) as instance, native.opened(source.instance) as db:
+        for state in source.header().states:
+            new_id = rewrite.new_ids.get(state.name)
+            if new_id is None:
+                continue
+            change = rewrite.changes.get(state.name, StateChange())
+            if change.rows is not None:
+                mine = sorted(kg for kg in change.rows if owned[0] <= kg <= owned[1])
+                replaced = (row for kg in mine for row in sorted(change.rows[kg]))
+                instance.put_rows(new_id, replaced)
+                continue
+            rows = db.rows(state.name, owned[0], owned[1], prefix)
+            if change.value is not None:
+                rows = ((key, change.value(value)) for key, value in rows)
+            instance.put_rows(new_id, rows)
+        return instance.finish(rewrite.header_bytes, output, name, checkpoint_id)

@@ -1,0 +1,188 @@
+"""A keyed state's table back to entries: the inverse of `tables.keyed_batches`.
+
+Each row of a table with the state's columns (`StateCodec.arrow_schema`) becomes one stored
+entry: its parts encoded by the state's codecs (`StateCodec.encode_*`), its composite key built
+as the backends build it (`java_types.build_composite_key`) in the key group Flink assigns the
+key (`KeyType.key_group`: Java's `hashCode`, murmur hash, max parallelism). Rows come out
+grouped by key group, ready for `keyed_rewrite`.
+
+A table that does not fit the state is refused before anything is written, in one line naming
+the column (or the row) and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from statectl.errors import FormatError, StatectlError
+from statectl.formats.java_types import KeyType, build_composite_key
+from statectl.formats.state_values import StateCodec
+from statectl.formats.values.arrow_in import arrow_values, value_from_arrow
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+Row = tuple[bytes, bytes]
+IGNORED_COLUMNS = ("subtask",)  # the data source's column: where a row was read, not state
+
+
+@dataclass(frozen=True)
+class EncodedRows:
+    """A table's entries by key group, and how many."""
+
+    by_key_group: dict[int, list[Row]]
+    count: int
+
+
+def conform(table: pa.Table, codec: StateCodec) -> pa.Table:
+    """`table` with exactly the state's columns in their types (casting what casts safely:
+    Spark's timestamps in microseconds, narrower integers); a missing, unexpected or
+    mistyped column is a `FormatError` naming it, the expected type and the type found."""
+    import pyarrow as pa
+
+    expected = codec.arrow_schema()
+    unexpected = [n for n in table.column_names if n not in expected.names]
+    unexpected = [n for n in unexpected if n not in IGNORED_COLUMNS]
+    if unexpected:
+        names = ", ".join(expected.names)
+        raise FormatError(f"unexpected column {unexpected[0]!r} (the state's columns: {names})")
+    columns = []
+    for field in expected:
+        if field.name not in table.column_names:
+            raise FormatError(f"column {field.name!r} ({field.type}) is missing")
+        column = table.column(field.name)
+        if column.type != field.type:
+            try:
+                column = column.cast(field.type, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+                raise FormatError(
+                    f"column {field.name!r}: expected {field.type}, found {column.type}"
+                ) from None
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=expected)
+
+
+def encode_rows(
+    table: pa.Table, codec: StateCodec, key_type: KeyType | None, max_parallelism: int
+) -> EncodedRows:
+    """Every row of a conformed table as (composite key, stored value), by key group."""
+    if codec.kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMERS"):
+        raise FormatError(f"cannot write the entries of {codec.kind} state")
+    if key_type is None:
+        raise FormatError(
+            "statectl cannot compute the key groups of this job's keys (its key serializer "
+            "is not one statectl hashes as Java does)"
+        )
+    columns = _columns(table, codec)
+    key_codec, namespace_codec = codec.key, codec.namespace
+    ambiguous = (
+        key_codec is not None
+        and namespace_codec is not None
+        and key_codec.fixed_length is None
+        and namespace_codec.fixed_length is None
+    )
+    by_key_group: dict[int, list[Row]] = {}
+    seen: set[bytes] = set()
+    for n, row in enumerate(zip(*columns.values(), strict=True)):
+        values = dict(zip(columns, row, strict=True))
+        try:
+            key_group, entry = _entry(codec, key_type, max_parallelism, ambiguous, values)
+        except (FormatError, ValueError) as exc:
+            message = exc.message if isinstance(exc, FormatError) else str(exc)
+            raise FormatError(f"row {n}: {message}") from None
+        if entry[0] in seen:
+            raise FormatError(f"row {n}: {_describe(values)} appears more than once")
+        seen.add(entry[0])
+        by_key_group.setdefault(key_group, []).append(entry)
+    return EncodedRows(by_key_group, len(seen))
+
+
+def _columns(table: pa.Table, codec: StateCodec) -> dict[str, list[Any]]:
+    """Each column's values as its codec's values (a LIST's as lists of element values)."""
+    parts = {"key": codec.key, "namespace": codec.namespace, "user_key": codec.user_key}
+    element = codec.user_value_codec()
+    columns: dict[str, list[Any]] = {}
+    for name in table.column_names:
+        raw = arrow_values(table.column(name))
+        if name in parts:
+            columns[name] = [value_from_arrow(parts[name], v) for v in raw]
+        elif name == "value" and codec.kind == "LIST":
+            columns[name] = [_list_from_arrow(element, v) for v in raw]
+        elif name == "value":
+            columns[name] = [value_from_arrow(element, v) for v in raw]
+        else:  # timestamp, ttl_timestamp: integers already (epoch ms)
+            columns[name] = raw
+    return columns
+
+
+def _list_from_arrow(element: Any, values: Sequence[Any] | None) -> list[Any] | None:
+    return None if values is None else [value_from_arrow(element, v) for v in values]
+
+
+def _entry(
+    codec: StateCodec,
+    key_type: KeyType,
+    max_parallelism: int,
+    ambiguous: bool,
+    values: dict[str, Any],
+) -> tuple[int, Row]:
+    if values["key"] is None:
+        raise FormatError("key is null")
+    key = codec.encode_key(values["key"])
+    key_value, end = key_type.read(key)
+    if end != len(key):
+        raise FormatError("the key's bytes are not one key of the job's key type")
+    key_group = key_type.key_group(key_value, max_parallelism)
+    namespace = codec.encode_namespace(values["namespace"])
+    if codec.kind == "TIMERS":
+        if values["timestamp"] is None:
+            raise FormatError("timestamp is null")
+        composite = build_composite_key(
+            key_group,
+            max_parallelism,
+            key,
+            namespace,
+            ambiguous=False,
+            timestamp=values["timestamp"],
+        )
+        return key_group, (composite, b"")
+    user_key = b""
+    if codec.kind == "MAP":
+        if values["user_key"] is None:
+            raise FormatError("user_key is null")
+        user_key = codec.encode_user_key(values["user_key"])
+    value = values["value"]
+    if value is None and codec.kind != "MAP":
+        raise FormatError(f"value is null: a {codec.kind} state stores none (leave the row out)")
+    if codec.kind == "LIST" and not value:
+        raise FormatError("value is an empty list: Flink stores none (leave the row out)")
+    stored = codec.encode_value(value, values.get("ttl_timestamp"))
+    composite = build_composite_key(
+        key_group, max_parallelism, key, namespace, ambiguous=ambiguous, user_key=user_key
+    )
+    return key_group, (composite, stored)
+
+
+def _describe(values: dict[str, Any]) -> str:
+    parts = [f"key {values['key']!r}"]
+    if values.get("namespace") is not None:
+        parts.append(f"namespace {values['namespace']!r}")
+    if values.get("user_key") is not None:
+        parts.append(f"user_key {values['user_key']!r}")
+    if values.get("timestamp") is not None:
+        parts.append(f"timestamp {values['timestamp']}")
+    return ", ".join(parts)
+
+
+def rows_of(tables: Iterable[pa.Table]) -> pa.Table:
+    """Tables (or a function's batches) as one table."""
+    import pyarrow as pa
+
+    return pa.concat_tables(list(tables))
+
+
+def in_state(where: str, state: str, exc: FormatError) -> StatectlError:
+    """A table's problem as one line naming the state."""
+    return StatectlError(f"state {state!r}: {exc.message}", where)

@@ -1,0 +1,149 @@
+"""`statectl transform` and the state options of `statectl migrate`, read back by statectl:
+the result holds exactly the edit, bad results are refused in one line with nothing written.
+(Flink restores such outputs in tests/operations/test_state_edits_e2e.py.)"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import statectl
+from statectl.cli.main import main
+
+SOURCE = str(
+    Path(__file__).parents[1] / "fixtures" / "values" / "2.3.0-hashmap-canonical" / "savepoint"
+)
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    try:
+        main(argv)
+        code = 0
+    except SystemExit as exit_info:
+        code = int(exit_info.code or 0)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def keys(path: Path, state: str) -> list[str]:
+    return sorted(
+        statectl.open(str(path)).operator("values").state(state).to_arrow()["key"].to_pylist()
+    )
+
+
+@pytest.fixture
+def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    (tmp_path / "edits.py").write_text(
+        textwrap.dedent(
+            """
+            import pyarrow.compute as pc
+
+            def without_k03(batch):
+                return batch.filter(pc.not_equal(batch.column("key"), "k03"))
+
+            def wrong_type(batch):
+                return batch.set_column(2, "value", batch.column("key"))
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "edits"
+    sys.modules.pop("edits", None)
+
+
+def test_python_function_removes_a_key(
+    tmp_path: Path, module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, stdout, _ = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "pojo",
+         "--python", f"{module}:without_k03", "--json"], capsys,
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(stdout)["states"] == [
+        {"operator": "values", "state": "pojo", "action": "replace", "new_name": None, "rows": 15}
+    ]
+    assert keys(out, "pojo") == [k for k in keys(Path(SOURCE), "pojo") if k != "k03"]
+    assert keys(out, "string") == keys(Path(SOURCE), "string")  # the rest carried over
+
+
+def test_a_mistyped_column_is_refused_and_nothing_written(
+    tmp_path: Path, module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, _, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "pojo",
+         "--python", f"{module}:wrong_type"], capsys,
+    )  # fmt: skip
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1
+    assert "column 'value': expected struct<" in err and "found string" in err
+    assert not out.exists()
+
+
+@pytest.mark.spark
+def test_sql_updates_and_deletes(
+    tmp_path: Path, spark: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    query = "SELECT key, namespace, concat(value, '!') AS value FROM state WHERE key <> 'k05'"
+    code, _, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "string",
+         "--sql", query], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    before = statectl.open(SOURCE).operator("values").state("string").to_arrow().to_pylist()
+    after = statectl.open(str(out)).operator("values").state("string").to_arrow().to_pylist()
+    expected = {r["key"]: r["value"] + "!" for r in before if r["key"] != "k05"}
+    assert {r["key"]: r["value"] for r in after} == expected
+
+
+def test_migrate_state_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code, _, err = run(
+        ["migrate", SOURCE, "-o", str(out), "--ttl", "values/string=7d", "--no-ttl",
+         "values/ttl-value", "--drop-state", "values/enum", "--rename-state", "values/long=long2"],
+        capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    states = {s.name: s.type for s in statectl.open(str(out)).operator("values").states}
+    assert states["string"] == "STRING, TTL" and states["ttl-value"] == "STRING"
+    assert "enum" not in states and "long" not in states and states["long2"] == "BIGINT"
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--drop-state", "values/nope"], "has no keyed state 'nope'"),
+        (["--no-ttl", "values/string"], "has no TTL"),
+        (["--ttl", "values/ttl-value=1h"], "has TTL already"),
+        (["--ttl", "values/string=soon"], "expected a duration"),
+        (["--rename-state", "values/long=string"], "would be named 'string'"),
+    ],
+)
+def test_migrate_state_options_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    code, _, err = run(["migrate", SOURCE, "-o", str(out), *option], capsys)
+    assert code != 0
+    assert message in err
+    assert not out.exists()
+
+
+@pytest.mark.spark
+def test_a_failing_query_is_one_line(
+    tmp_path: Path, spark: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, _, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "string",
+         "--sql", "SELECT nope FROM state"], capsys,
+    )  # fmt: skip
+    assert code == 1
+    assert "the SQL query failed" in err and "internal error" not in err
+    assert not out.exists()
