@@ -12,14 +12,13 @@ the column (or the row) and what was expected.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.java_types import KeyType, build_composite_key
 from statectl.formats.state_values import StateCodec
-from statectl.formats.values.arrow_in import arrow_values, value_from_arrow
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -100,25 +99,8 @@ def encode_rows(
 
 
 def _columns(table: pa.Table, codec: StateCodec) -> dict[str, list[Any]]:
-    """Each column's values as its codec's values (a LIST's as lists of element values)."""
-    parts = {"key": codec.key, "namespace": codec.namespace, "user_key": codec.user_key}
-    element = codec.user_value_codec()
-    columns: dict[str, list[Any]] = {}
-    for name in table.column_names:
-        raw = arrow_values(table.column(name))
-        if name in parts:
-            columns[name] = [value_from_arrow(parts[name], v) for v in raw]
-        elif name == "value" and codec.kind == "LIST":
-            columns[name] = [_list_from_arrow(element, v) for v in raw]
-        elif name == "value":
-            columns[name] = [value_from_arrow(element, v) for v in raw]
-        else:  # timestamp, ttl_timestamp: integers already (epoch ms)
-            columns[name] = raw
-    return columns
-
-
-def _list_from_arrow(element: Any, values: Sequence[Any] | None) -> list[Any] | None:
-    return None if values is None else [value_from_arrow(element, v) for v in values]
+    """Each column's values as its codec's values (`StateCodec.column_from_arrow`)."""
+    return {name: codec.column_from_arrow(name, table.column(name)) for name in table.column_names}
 
 
 def _entry(
