@@ -279,23 +279,18 @@ class State:
         self._edit(replacement(self.operator.savepoint.parsed, self.operator.id, self.name, table))
 
     def drop(self) -> None:
-        """Leave this keyed state out of the written savepoint."""
+        """Leave this state out of the written savepoint."""
         from statectl.operations.state_edits import DROP, StateEdit
 
         self._edit(StateEdit(self.operator.id, self.name, DROP))
 
     def rename(self, new_name: str) -> None:
-        """Give this keyed state a new name in the written savepoint."""
+        """Give this state a new name in the written savepoint."""
         from statectl.operations.state_edits import RENAME, StateEdit
 
         self._edit(StateEdit(self.operator.id, self.name, RENAME, new_name=new_name))
 
     def _edit(self, edit: StateEdit) -> None:
-        if self.scope != "keyed":
-            raise StatectlError(
-                f"state {self.name!r} is operator state: only keyed state is edited so far",
-                self.operator.label,
-            )
         self.operator.savepoint._edits.append(edit)
 
     @cached_property

@@ -217,6 +217,24 @@ def parse_operator_header(data: bytes | memoryview) -> OperatorStateHeader:
     return OperatorStateHeader(version, compressed, list_states, broadcast, complete, problem)
 
 
+def write_operator_header(header: OperatorStateHeader) -> bytes:
+    """The header's bytes as `OperatorBackendSerializationProxy.write` writes them: what a
+    rewrite of a state's name or presence needs; unchanged, byte for byte what was read."""
+    if header.version < OPERATOR_META_INFO_SINCE or not header.complete:
+        raise FormatError(
+            f"cannot rewrite an operator state header that was not read in full ({header.problem})"
+        )
+    out = DataWriter()
+    out.write_i32(header.version)
+    if header.version >= OPERATOR_COMPRESSION_SINCE:
+        out.write_bool(header.compressed)
+    for states in (header.list_states, header.broadcast_states):
+        out.write_i16(len(states))
+        for state in states:
+            out.write_bytes(write_state_meta(state))
+    return out.getvalue()
+
+
 def operator_header_compressed(header: bytes | bytearray | memoryview) -> bool:
     """The compression flag alone (version ≥ 6: the bool after the version)."""
     return _compressed(header, OPERATOR_VERSIONS, OPERATOR_COMPRESSION_SINCE, "operator state")

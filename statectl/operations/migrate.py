@@ -16,7 +16,7 @@ modified.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,10 +31,11 @@ from statectl.operations.state_edits import (
     plan_state_edits,
 )
 from statectl.progress import Progress, ProgressCallback
-from statectl.savepoint import writer
+from statectl.savepoint import entries, writer
 from statectl.savepoint.files import CopyTask, copy_file
 from statectl.savepoint.keyed_rewrite import SubtaskRewrite, write_subtask
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
+from statectl.savepoint.operator_rewrite import OperatorStateChange, rewrite_file
 from statectl.savepoint.relocate import CopyNames, carry_over
 from statectl.savepoint.storage import Location, locate
 
@@ -171,13 +172,13 @@ def relocated_metadata(plan: MigrationPlan) -> tuple[CheckpointMetadata, list[Co
     """The output's `_metadata` with every file handle relative, and the copies it needs.
 
     Copies are named `<output operator id>-<n>`; raises for state that cannot be carried
-    (unaligned channel state, changelog state). Keyed state that state edits rewrite is left
-    out (`write_rewrites` puts it back)."""
+    (unaligned channel state, changelog state). State that state edits rewrite is left out
+    (`migrate` writes it anew)."""
     names = CopyNames(plan.source)
-    rewritten = _rewritten_operators(plan)
+    keyed, operator = _rewritten_operators(plan)
     try:
         operators = tuple(
-            carry_over(_without_keyed(op) if n in rewritten else op, names)
+            carry_over(_without(op, n in keyed, n in operator), names)
             for n, op in enumerate(plan.metadata.operators)
         )
     except StatectlError as exc:
@@ -212,6 +213,7 @@ def migrate(
             metadata = _write_rewrite(plan, metadata, position, rewrite, output)
             if progress is not None:
                 progress(Progress(done, total, done_bytes, total_bytes))
+        metadata = _write_operator_states(plan, metadata, output)
         writer.publish(staged, metadata)
     except BaseException:
         writer.discard(staged)
@@ -229,17 +231,31 @@ def _output_positions(plan: MigrationPlan) -> dict[bytes, int]:
     return {op_id: n for n, (op_id, _) in enumerate(kept)}
 
 
-def _rewritten_operators(plan: MigrationPlan) -> set[int]:
-    """Positions in the output's operators of those whose keyed state is rewritten."""
+def _rewritten_operators(plan: MigrationPlan) -> tuple[set[int], set[int]]:
+    """Positions in the output's operators of those whose keyed state, and of those whose
+    operator state, is rewritten."""
     if plan.states is None:
-        return set()
+        return set(), set()
     positions = _output_positions(plan)
-    return {positions[op_id] for op_id in plan.states.rewrites}
+    return (
+        {positions[op_id] for op_id in plan.states.rewrites},
+        {positions[op_id] for op_id in plan.states.operator_changes},
+    )
 
 
-def _without_keyed(op: OperatorState) -> OperatorState:
-    subtasks = tuple(dataclasses.replace(s, managed_keyed_state=None) for s in op.subtasks or ())
-    return dataclasses.replace(op, subtasks=subtasks if op.subtasks is not None else None)
+def _without(op: OperatorState, keyed: bool, operator: bool) -> OperatorState:
+    """The operator without the state it gets anew (its handles left out of the copies)."""
+    if op.subtasks is None or not (keyed or operator):
+        return op
+    subtasks = tuple(
+        dataclasses.replace(
+            s,
+            managed_keyed_state=None if keyed else s.managed_keyed_state,
+            managed_operator_state=None if operator else s.managed_operator_state,
+        )
+        for s in op.subtasks
+    )
+    return dataclasses.replace(op, subtasks=subtasks)
 
 
 def _rewrites(plan: MigrationPlan) -> list[tuple[int, SubtaskRewrite]]:
@@ -273,6 +289,46 @@ def _write_rewrite(
     operators = list(metadata.operators)
     operators[position] = dataclasses.replace(op, subtasks=subtasks)
     return dataclasses.replace(metadata, operators=tuple(operators))
+
+
+def _write_operator_states(
+    plan: MigrationPlan, metadata: CheckpointMetadata, output: Location
+) -> CheckpointMetadata:
+    """Every subtask's operator-state file of the operators whose operator states change."""
+    if plan.states is None:
+        return metadata
+    positions = _output_positions(plan)
+    operators = list(metadata.operators)
+    for op_id, changes in plan.states.operator_changes.items():
+        source_op = next(op for op in plan.source.operators if op.operator_id == op_id)
+        out_op = operators[positions[op_id]]
+        handles = {
+            file.subtask: rewrite_file(
+                file, changes, output, f"{out_op.operator_id_hex}-{file.subtask:05d}-operator"
+            )
+            for file in entries.operator_files(plan.source, source_op)
+        }
+        _check_subtasks(changes, handles, source_op)
+        subtasks = tuple(
+            dataclasses.replace(s, managed_operator_state=handles.get(s.index))
+            for s in out_op.subtasks or ()
+        )
+        operators[positions[op_id]] = dataclasses.replace(out_op, subtasks=subtasks)
+    return dataclasses.replace(metadata, operators=tuple(operators))
+
+
+def _check_subtasks(
+    changes: Mapping[str, OperatorStateChange], written: Mapping[int, object], op: OperatorState
+) -> None:
+    """New list elements must go to subtasks that hold operator state."""
+    for name, change in changes.items():
+        missing = sorted(set(change.elements or ()) - set(written))
+        if missing:
+            raise StatectlError(
+                f"state {name!r}: subtask {missing[0]} holds no operator state (the operator "
+                f"has {op.parallelism} subtasks)",
+                describe_operator(op),
+            )
 
 
 def _copy(

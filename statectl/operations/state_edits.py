@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats import snapshot_edits
@@ -38,6 +38,7 @@ from statectl.formats.values import Codec, RawCodec
 from statectl.savepoint import entries
 from statectl.savepoint.keyed_rewrite import Row, StateChange, SubtaskRewrite, plan_subtask
 from statectl.savepoint.model import Savepoint
+from statectl.savepoint.operator_rewrite import OperatorStateChange
 
 DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
 _TTL_TIMESTAMP_BYTES = 8
@@ -55,6 +56,9 @@ class StateEdit:
     last_access: int | None = None  # TTL_ON: the last-access time written (epoch ms; now)
     rows: Mapping[int, Sequence[Row]] | None = None  # REPLACE: new rows by key group
     rows_count: int = 0
+    # REPLACE of operator state: list/union elements by subtask, or the broadcast map's bytes
+    elements: Mapping[int, Sequence[bytes]] | None = None
+    broadcast: bytes | None = None
 
     @property
     def option(self) -> str:
@@ -88,34 +92,44 @@ class StateEditPlan:
     edits: tuple[StateEdit, ...]
     labels: Mapping[bytes, str]
     reports: tuple[StateEditReport, ...]
+    # operator (by id in the input) → its operator states' changes, for every subtask's file
+    operator_changes: Mapping[bytes, Mapping[str, OperatorStateChange]] = field(
+        default_factory=dict
+    )
 
 
 def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEditPlan:
     """Resolve `edits` against `source`: unknown operators or states, a state named twice, a
     state kind an edit cannot apply to, a new name taken are StatectlErrors naming the option."""
     changes: dict[bytes, dict[str, StateChange]] = {}
+    operator_changes: dict[bytes, dict[str, OperatorStateChange]] = {}
     labels: dict[bytes, str] = {}
     reports: list[StateEditReport] = []
     for edit in edits:
         op = source.find_operator(edit.operator)
-        label = entries.operator_label(op)
-        states = _keyed_states(source, op)
-        meta = states.get(edit.state)
-        if meta is None:
-            known = ", ".join(sorted(states)) or "none"
-            raise StatectlError(
-                f"{edit.option}: operator {label} has no keyed state {edit.state!r} "
-                f"(keyed states: {known})",
-                source.directory.url,
-            )
-        mine = changes.setdefault(op.operator_id, {})
-        if edit.state in mine:
+        label = labels[op.operator_id] = entries.operator_label(op)
+        keyed, operator = _keyed_states(source, op), _operator_states(source, op)
+        if edit.state in changes.get(op.operator_id, {}) or edit.state in operator_changes.get(
+            op.operator_id, {}
+        ):
             raise StatectlError(f"{edit.option}: state {edit.state!r} is edited twice", label)
         try:
-            mine[edit.state] = _change(edit, meta, _codec(source, op, meta))
+            if edit.state in keyed:
+                meta = keyed[edit.state]
+                change = _change(edit, meta, _codec(source, op, meta))
+                changes.setdefault(op.operator_id, {})[edit.state] = change
+            elif edit.state in operator:
+                operator_change = _operator_change(edit)
+                operator_changes.setdefault(op.operator_id, {})[edit.state] = operator_change
+            else:
+                known = ", ".join(sorted({*keyed, *operator})) or "none"
+                raise StatectlError(
+                    f"{edit.option}: operator {label} has no state {edit.state!r} (its states: "
+                    f"{known})",
+                    source.directory.url,
+                )
         except FormatError as exc:
             raise StatectlError(f"{edit.option}: {exc.message}", label) from None
-        labels[op.operator_id] = label
         rows = edit.rows_count if edit.action == REPLACE else None
         reports.append(StateEditReport(label, edit.state, edit.action, edit.new_name, rows))
     rewrites = {
@@ -125,7 +139,44 @@ def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEdit
         )
         for op_id, mine in changes.items()
     }
-    return StateEditPlan(rewrites, tuple(edits), labels, tuple(reports))
+    for op_id, mine in operator_changes.items():
+        _check_operator_names(source, op_id, mine, labels[op_id])
+    return StateEditPlan(rewrites, tuple(edits), labels, tuple(reports), operator_changes)
+
+
+def _operator_states(source: Savepoint, op: OperatorState) -> dict[str, str]:
+    """Operator state name → distribution mode, over every subtask's handle."""
+    return {
+        state.name: state.mode.name
+        for subtask in source.subtasks(op)
+        if subtask.managed_operator_state is not None
+        for state in subtask.managed_operator_state.states
+    }
+
+
+def _operator_change(edit: StateEdit) -> OperatorStateChange:
+    if edit.action == DROP:
+        return OperatorStateChange(drop=True)
+    if edit.action == RENAME:
+        if not edit.new_name:
+            raise FormatError("the new name is empty")
+        return OperatorStateChange(new_name=edit.new_name)
+    if edit.action == REPLACE:
+        return OperatorStateChange(elements=edit.elements, broadcast=edit.broadcast)
+    raise FormatError(f"{edit.state!r} is operator state, which has no TTL")
+
+
+def _check_operator_names(
+    source: Savepoint, op_id: bytes, changes: Mapping[str, OperatorStateChange], label: str
+) -> None:
+    names = [
+        changes[n].new_name or n if n in changes else n
+        for n in _operator_states(source, _operator(source, op_id))
+        if not (n in changes and changes[n].drop)
+    ]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise StatectlError(f"two operator states would be named {twice[0]!r}", label)
 
 
 def _operator(source: Savepoint, operator_id: bytes) -> OperatorState:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.java_types import key_type_for_snapshot
+from statectl.formats.metadata import OperatorState
 from statectl.operations.state_edits import REPLACE, StateEdit
-from statectl.savepoint import entries
+from statectl.savepoint import entries, tables
 from statectl.savepoint.model import Savepoint
-from statectl.savepoint.table_rows import conform, encode_rows
+from statectl.savepoint.table_rows import conform, encode_operator_rows, encode_rows
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -28,13 +29,14 @@ BatchFunction = Callable[["pa.RecordBatch"], "pa.RecordBatch | pa.Table | None"]
 
 
 def replacement(source: Savepoint, operator: str, state: str, table: pa.Table) -> StateEdit:
-    """The edit that makes `table` the entries of keyed state `state` of `operator`."""
+    """The edit that makes `table` the entries of state `state` of `operator` (keyed state's
+    entries, an operator list or union state's elements, a broadcast state's map)."""
     op = source.find_operator(operator)
     label = entries.operator_label(op)
     files = entries.keyed_files(source, op)
     header = next((f.header() for f in files if state in f.header().state_names()), None)
     if header is None:
-        raise StatectlError(f"operator {label} has no keyed state {state!r}", source.directory.url)
+        return _operator_replacement(source, op, state, table)
     codec = entries.codecs_for(header, files[0].flink_major)[state]
     key_type = key_type_for_snapshot(header.key_serializer_snapshot)
     try:
@@ -42,6 +44,28 @@ def replacement(source: Savepoint, operator: str, state: str, table: pa.Table) -
     except FormatError as exc:
         raise StatectlError(f"state {state!r}: {exc.message}", label) from None
     return StateEdit(operator, state, REPLACE, rows=rows.by_key_group, rows_count=rows.count)
+
+
+def _operator_replacement(
+    source: Savepoint, op: OperatorState, state: str, table: pa.Table
+) -> StateEdit:
+    label = entries.operator_label(op)
+    holder = next((f for f in entries.operator_files(source, op) if _holds(f, state)), None)
+    if holder is None:
+        raise StatectlError(f"operator {label} has no state {state!r}", source.directory.url)
+    codec = tables.operator_state_codec(holder, state)
+    try:
+        rows = encode_operator_rows(conform(table, codec), codec, op.parallelism)
+    except FormatError as exc:
+        raise StatectlError(f"state {state!r}: {exc.message}", label) from None
+    return StateEdit(
+        op.operator_id_hex, state, REPLACE, rows_count=rows.count, elements=rows.elements,
+        broadcast=rows.broadcast,
+    )  # fmt: skip
+
+
+def _holds(file: entries.OperatorFile, state: str) -> bool:
+    return any(s.name == state for s in file.handle.states)
 
 
 def load_function(spec: str) -> BatchFunction:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.java_types import KeyType, build_composite_key
+from statectl.formats.operator_state import build_broadcast_element
 from statectl.formats.state_values import StateCodec
 
 if TYPE_CHECKING:
@@ -43,7 +44,8 @@ def conform(table: pa.Table, codec: StateCodec) -> pa.Table:
 
     expected = codec.arrow_schema()
     unexpected = [n for n in table.column_names if n not in expected.names]
-    unexpected = [n for n in unexpected if n not in IGNORED_COLUMNS]
+    if codec.keyed or codec.kind == "BROADCAST":  # list state's rows say their subtask
+        unexpected = [n for n in unexpected if n not in IGNORED_COLUMNS]
     if unexpected:
         names = ", ".join(expected.names)
         raise FormatError(f"unexpected column {unexpected[0]!r} (the state's columns: {names})")
@@ -96,6 +98,51 @@ def encode_rows(
         seen.add(entry[0])
         by_key_group.setdefault(key_group, []).append(entry)
     return EncodedRows(by_key_group, len(seen))
+
+
+@dataclass(frozen=True)
+class OperatorRows:
+    """An operator state's table as its elements: list and union state's by subtask, or the
+    broadcast map every subtask holds."""
+
+    elements: dict[int, list[bytes]] | None
+    broadcast: bytes | None
+    count: int
+
+
+def encode_operator_rows(table: pa.Table, codec: StateCodec, parallelism: int) -> OperatorRows:
+    """Every row of a conformed operator-state table: `subtask`, `value` (one element each), or
+    a broadcast state's `key`, `value` (one map entry each)."""
+    columns = _columns(table, codec)
+    if codec.kind == "BROADCAST":
+        entries: list[tuple[bytes, bytes]] = []
+        seen: set[bytes] = set()
+        for n, (key, value) in enumerate(zip(columns["key"], columns["value"], strict=True)):
+            if key is None:
+                raise FormatError(f"row {n}: key is null")
+            try:
+                encoded = codec.encode_key(key)
+                entry = (encoded, codec.encode_value(value))
+            except FormatError as exc:
+                raise FormatError(f"row {n}: {exc.message}") from None
+            if encoded in seen:
+                raise FormatError(f"row {n}: key {key!r} appears more than once")
+            seen.add(encoded)
+            entries.append(entry)
+        return OperatorRows(None, build_broadcast_element(entries), len(entries))
+    elements: dict[int, list[bytes]] = {}
+    for n, (subtask, value) in enumerate(zip(columns["subtask"], columns["value"], strict=True)):
+        if subtask is None or not 0 <= subtask < parallelism:
+            raise FormatError(
+                f"row {n}: subtask {subtask} is not one of the operator's 0–{parallelism - 1}"
+            )
+        if value is None:
+            raise FormatError(f"row {n}: value is null: a list state stores none")
+        try:
+            elements.setdefault(subtask, []).append(codec.encode_value(value))
+        except FormatError as exc:
+            raise FormatError(f"row {n}: {exc.message}") from None
+    return OperatorRows(elements, None, sum(len(e) for e in elements.values()))
 
 
 def _columns(table: pa.Table, codec: StateCodec) -> dict[str, list[Any]]:

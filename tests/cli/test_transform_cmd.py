@@ -118,7 +118,7 @@ def test_migrate_state_options(tmp_path: Path, capsys: pytest.CaptureFixture[str
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (["--drop-state", "values/nope"], "has no keyed state 'nope'"),
+        (["--drop-state", "values/nope"], "has no state 'nope'"),
         (["--no-ttl", "values/string"], "has no TTL"),
         (["--ttl", "values/ttl-value=1h"], "has TTL already"),
         (["--ttl", "values/string=soon"], "expected a duration"),

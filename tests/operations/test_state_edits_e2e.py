@@ -42,21 +42,25 @@ def truth(version: str, kind: str) -> list[dict[str, Any]]:
     return harness.load_truth(fixture(version, kind))
 
 
-def comparable(lines: list[dict[str, Any]]) -> Counter[str]:
-    """Keyed `values` entries as canonical JSON without key group and uid (placement is
-    checked by reachability); UNION elements once per element (restored subtasks each hold
-    the union)."""
+def comparable(lines: list[dict[str, Any]], union_subtask: int | None = None) -> Counter[str]:
+    """Entries as canonical JSON without key group and uid (placement is checked by
+    reachability). UNION elements without their subtask: Flink hands every subtask the whole
+    union on restore, so the restored side's `union_subtask` holds what all of the input's
+    subtasks held together."""
     out: Counter[str] = Counter()
     for line in lines:
         if line.get("kind") == "UNION":
-            continue
+            if union_subtask is not None and line["subtask"] != union_subtask:
+                continue
+            line = {k: v for k, v in line.items() if k != "subtask"}
         kept = {k: v for k, v in line.items() if k not in ("key_group", "uid")}
         out[json.dumps(kept, sort_keys=True, ensure_ascii=False)] += 1
     return out
 
 
 def assert_equal(restored: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
-    got, want = comparable(restored), comparable(expected)
+    got, want = comparable(restored, union_subtask=0), comparable(expected)
+    assert comparable(restored, union_subtask=1) == got, "restored subtasks hold other unions"
     missing, extra = want - got, got - want
     assert not missing and not extra, (
         f"missing {sum(missing.values())}: {list(missing)[:3]}\n"
@@ -122,6 +126,51 @@ def edit_truth(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+UNION = [(0, 7), (1, 8), (1, 9)]  # (subtask, element): the union state's new elements
+
+
+def edit_operator_tables(sp: statectl.Savepoint) -> None:
+    """op-list: subtask 0's element of the smallest id moves to subtask 1; op-union: new
+    elements; op-broadcast: `b0` deleted, `b1`'s count set to 77."""
+    op = sp.operator("opstate")
+    listed = op.state("op-list")
+    table = listed.to_arrow()
+    rows = table.to_pylist()
+    moved = min((r for r in rows if r["subtask"] == 0), key=lambda r: r["value"]["id"])
+    moved["subtask"] = 1
+    listed.replace(pa.Table.from_pylist(rows, schema=table.schema))
+    union = op.state("op-union")
+    rows = [{"subtask": subtask, "value": value} for subtask, value in UNION]
+    union.replace(pa.Table.from_pylist(rows, schema=union.schema))
+    broadcast = op.state("op-broadcast")
+    table = broadcast.to_arrow()
+    rows = [r for r in table.to_pylist() if r["key"] != "b0"]
+    for row in rows:
+        if row["key"] == "b1":
+            row["value"] = {**row["value"], "count": 77}
+    broadcast.replace(pa.Table.from_pylist(rows, schema=table.schema))
+
+
+def operator_truth(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The same edits on the dumper's lines."""
+    listed = [line for line in lines if line["state"] == "op-list" and line["subtask"] == 0]
+    moved = min(listed, key=lambda line: line["value"]["id"])
+    out = []
+    for line in lines:
+        state = line["state"]
+        if state == "op-union" or (state == "op-broadcast" and line["key"] == "b0"):
+            continue
+        line = copy.deepcopy(line)
+        if line == moved:
+            line["subtask"] = 1
+        if state == "op-broadcast" and line["key"] == "b1":
+            line["value"]["count"] = 77
+        out.append(line)
+    template = next(line for line in lines if line["state"] == "op-union")
+    out += [{**template, "subtask": subtask, "value": value} for subtask, value in UNION]
+    return out
+
+
 def ttl_truth(lines: list[dict[str, Any]], last_access: int) -> list[dict[str, Any]]:
     out = []
     for line in lines:
@@ -148,16 +197,16 @@ def renamed_truth(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- statectl writes, Flink restores --------------------------------------------------------
 
 
-CASES = ("unchanged-ttl-on", "tables", "ttl", "rename-drop")
+CASES = ("unchanged-ttl-on", "tables", "operator-tables", "ttl", "rename-drop")
 
 
 def write_case(case: str, source: Path, out: Path, last_access: int) -> dict[str, Any]:
     """Write the case's output (when it has one) and return its restore request."""
     if case == "unchanged-ttl-on":  # the input as it is, under a descriptor with TTL
         return {"savepoint": str(source), "ttl_on": ["string"]}
-    if case == "tables":
+    if case in ("tables", "operator-tables"):
         sp = statectl.open(str(source))
-        edit_tables(sp)
+        (edit_tables if case == "tables" else edit_operator_tables)(sp)
         sp.write(str(out))
         return {"savepoint": str(out)}
     if case == "ttl":
@@ -205,7 +254,7 @@ def restored(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, s
         requests, names = [], []
         for kind in KINDS:
             for case in CASES:
-                if case == "tables" and version not in TABLE_VERSIONS:
+                if case.endswith("tables") and version not in TABLE_VERSIONS:
                     continue
                 out = root / f"{version}-{kind}-{case}"
                 request = write_case(case, fixture(version, kind) / "savepoint", out, last_access)
@@ -231,6 +280,15 @@ def test_edited_tables_restore_with_exactly_the_edit(
 ) -> None:
     lines = _ok(restored[version, kind, "tables"])
     assert_equal(lines, edit_truth(truth(version, kind)))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("version", TABLE_VERSIONS)
+def test_edited_operator_state_restores_with_exactly_the_edit(
+    restored: dict[Any, Any], version: str, kind: str
+) -> None:
+    lines = _ok(restored[version, kind, "operator-tables"])
+    assert_equal(lines, operator_truth(truth(version, kind)))
 
 
 @pytest.mark.parametrize("kind", KINDS)
