@@ -26,7 +26,7 @@ import pytest
 import statectl
 from tests.flink import harness
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.spark]
 
 VALUES = harness.VALUES_FIXTURES
 KINDS = ("hashmap-canonical", "rocksdb-native")
@@ -197,13 +197,67 @@ def renamed_truth(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
 # --- statectl writes, Flink restores --------------------------------------------------------
 
 
-CASES = ("unchanged-ttl-on", "tables", "operator-tables", "ttl", "rename-drop")
+def _pojo(count: str, name: str) -> str:
+    """The POJO struct of `value` with `count` and `name` replaced (Spark SQL)."""
+    fields = [
+        "codes",
+        "color",
+        "count",
+        "counts",
+        "id",
+        "inner",
+        "name",
+        "payload",
+        "score",
+        "tags",
+    ]
+    given = {"count": count, "name": name}
+    return "named_struct(" + ", ".join(f"'{f}', {given.get(f, 'value.' + f)}" for f in fields) + ")"
+
+
+# The edits of `edit_tables`, as Spark SQL over each state (`statectl.transform(sql=…)`).
+SQL_EDITS = {
+    "pojo": f"""
+        SELECT key, namespace, IF(key = 'k05', {_pojo("42", "'edited'")}, value) AS value
+        FROM state WHERE key <> 'k03'
+        UNION ALL
+        SELECT concat('new-', n), namespace, {_pojo("42", "'edited'")}
+        FROM state LATERAL VIEW explode(sequence(0, {len(NEW_KEYS) - 1})) t AS n
+        WHERE key = 'k05'""",
+    "tuple2-list": """
+        SELECT key, namespace,
+               IF(key = 'k05', concat(value, array(named_struct('f0', 'added', 'f1', 7L))), value)
+                 AS value
+        FROM state WHERE key <> 'k10'""",
+    "pojo-map": f"""
+        SELECT key, namespace, user_key,
+               IF(key = 'k12' AND user_key = 'm0', {_pojo("99", "value.name")}, value) AS value
+        FROM state WHERE NOT (key = 'k10' AND user_key = 'm0')
+        UNION ALL
+        SELECT 'k05', namespace, 'm-new', {_pojo("99", "value.name")}
+        FROM state WHERE key = 'k12' AND user_key = 'm0'""",
+}
+
+
+def transform_by_sql(source: Path, out: Path) -> None:
+    """Each state of SQL_EDITS transformed in turn, through intermediate savepoints."""
+    current = source
+    for n, (state, query) in enumerate(SQL_EDITS.items()):
+        target = out if n == len(SQL_EDITS) - 1 else out.with_name(f"{out.name}-step{n}")
+        statectl.transform(str(current), str(target), "values", state, sql=query)
+        current = target
+
+
+CASES = ("unchanged-ttl-on", "tables", "sql", "operator-tables", "ttl", "rename-drop")
 
 
 def write_case(case: str, source: Path, out: Path, last_access: int) -> dict[str, Any]:
     """Write the case's output (when it has one) and return its restore request."""
     if case == "unchanged-ttl-on":  # the input as it is, under a descriptor with TTL
         return {"savepoint": str(source), "ttl_on": ["string"]}
+    if case == "sql":
+        transform_by_sql(source, out)
+        return {"savepoint": str(out)}
     if case in ("tables", "operator-tables"):
         sp = statectl.open(str(source))
         (edit_tables if case == "tables" else edit_operator_tables)(sp)
@@ -246,7 +300,9 @@ TABLE_VERSIONS = ("2.3.0",)
 
 
 @pytest.fixture(scope="module")
-def restored(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, str], Any]:
+def restored(
+    tmp_path_factory: pytest.TempPathFactory, spark: Any
+) -> dict[tuple[str, str, str], Any]:
     root = tmp_path_factory.mktemp("state-edits")
     last_access = time.time_ns() // 1_000_000
     results = {}
@@ -254,7 +310,7 @@ def restored(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, s
         requests, names = [], []
         for kind in KINDS:
             for case in CASES:
-                if case.endswith("tables") and version not in TABLE_VERSIONS:
+                if case in ("tables", "sql", "operator-tables") and version not in TABLE_VERSIONS:
                     continue
                 out = root / f"{version}-{kind}-{case}"
                 request = write_case(case, fixture(version, kind) / "savepoint", out, last_access)
@@ -279,6 +335,16 @@ def test_edited_tables_restore_with_exactly_the_edit(
     restored: dict[Any, Any], version: str, kind: str
 ) -> None:
     lines = _ok(restored[version, kind, "tables"])
+    assert_equal(lines, edit_truth(truth(version, kind)))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("version", TABLE_VERSIONS)
+def test_sql_transform_restores_with_exactly_the_edit(
+    restored: dict[Any, Any], version: str, kind: str
+) -> None:
+    """The same edits as Spark SQL (`transform --sql`): the same restored state."""
+    lines = _ok(restored[version, kind, "sql"])
     assert_equal(lines, edit_truth(truth(version, kind)))
 
 
