@@ -55,14 +55,57 @@ def conform(table: pa.Table, codec: StateCodec) -> pa.Table:
             raise FormatError(f"column {field.name!r} ({field.type}) is missing")
         column = table.column(field.name)
         if column.type != field.type:
+            mistyped = FormatError(
+                f"column {field.name!r}: expected {field.type}, found {column.type}"
+            )
+            if not same_kind(column.type, field.type):
+                raise mistyped
             try:
                 column = column.cast(field.type, safe=True)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-                raise FormatError(
-                    f"column {field.name!r}: expected {field.type}, found {column.type}"
-                ) from None
+                raise mistyped from None
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=expected)
+
+
+def same_kind(found: pa.DataType, expected: pa.DataType) -> bool:
+    """Whether a column of type `found` holds what a column of `expected` does, in another
+    encoding only (integer widths, time units, string and binary sizes, Spark's forms of the
+    same nested types, an all-null column): what `conform` casts. A number is not a string,
+    nor a string a number, whatever a cast could make of it."""
+    import pyarrow as pa
+
+    types = pa.types
+    if isinstance(expected, pa.BaseExtensionType):  # Kryo's JSON: its text
+        return same_kind(found, expected.storage_type)
+    if types.is_null(found) or found == expected:
+        return True
+    groups = (
+        types.is_integer,
+        types.is_floating,
+        types.is_decimal,
+        types.is_timestamp,
+        types.is_date,
+        types.is_time,
+        types.is_duration,
+        lambda t: types.is_string(t) or types.is_large_string(t),
+        lambda t: types.is_binary(t) or types.is_large_binary(t),
+    )
+    if any(group(found) and group(expected) for group in groups):
+        return True
+    if types.is_struct(found) and types.is_struct(expected):
+        names = [f.name for f in expected]
+        return [f.name for f in found] == names and all(
+            same_kind(found.field(n).type, expected.field(n).type) for n in names
+        )
+    if types.is_map(found) and types.is_map(expected):
+        return same_kind(found.key_type, expected.key_type) and same_kind(
+            found.item_type, expected.item_type
+        )
+    lists = (types.is_list, types.is_large_list, types.is_fixed_size_list)
+    if any(f(found) for f in lists) and any(f(expected) for f in lists):
+        return same_kind(found.value_type, expected.value_type)
+    return False
 
 
 def encode_rows(
