@@ -147,3 +147,44 @@ def test_a_failing_query_is_one_line(
     assert code == 1
     assert "the SQL query failed" in err and "internal error" not in err
     assert not out.exists()
+
+
+FILE_SOURCE = str(Path(__file__).parents[1] / "flink" / "sources" / "fixture" / "savepoint")
+
+
+def test_migrate_moves_a_file_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "out"
+    code, stdout, err = run(
+        ["migrate", FILE_SOURCE, "-o", str(out), "--file-position", "file-src:0000000004=start",
+         "--file-position", "file-src:0000000002=records:7", "--json"], capsys,
+    )  # fmt: skip
+    assert code == 0, err
+    moved = {c["split_id"]: (c["old"], c["new"]) for c in json.loads(stdout)["changes"]}
+    assert moved == {"0000000004": ("80 records", "start"), "0000000002": ("start", "7 records")}
+    splits = {
+        held.split.split_id: held.split
+        for source in statectl.open(str(out)).positions().sources
+        for held in source.splits
+    }
+    assert splits["0000000004"].reader_offset is None  # from the start
+    assert (splits["0000000001"].reader_offset, splits["0000000001"].records_to_skip) == (-1, 81)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--kafka-offset", "file-src:t=earliest"], "file-src"),
+        (["--file-position", "file-src:nope=start"], "no split"),
+        (["--kafka-offset", "file-src=5"], "expected OP:TOPIC[:PARTITION]=OFFSET"),
+        (["--file-position", "file-src:0000000004=start", "--drop-state", "file-src/x"],
+         "separate runs"),
+    ],
+)  # fmt: skip
+def test_migrate_position_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], option: list[str], message: str
+) -> None:
+    out = tmp_path / "out"
+    code, _, err = run(["migrate", FILE_SOURCE, "-o", str(out), *option], capsys)
+    assert code != 0
+    assert message in err
+    assert not out.exists()
