@@ -73,6 +73,7 @@ if TYPE_CHECKING:
         StateSummary,
         SubtaskSummary,
     )
+    from statectl.operations.upgrade import StateVerdict, UpgradeCheck
     from statectl.operations.verify import Finding, Verification
 
 __all__ = [
@@ -125,11 +126,13 @@ __all__ = [
     "StateDiff",
     "StateEditReport",
     "StateSummary",
+    "StateVerdict",
     "SubtaskLoads",
     "SubtaskSummary",
     "SubtaskTarget",
     "UnrecognisedEnumerator",
     "UnrecognisedSplit",
+    "UpgradeCheck",
     "Verification",
     "describe_rehash",
     "jsonable",
@@ -158,6 +161,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "RENAMED", "DROPPED", "CARRIED",
     ),
     "statectl.operations.state_edits": ("StateEditReport",),
+    "statectl.operations.upgrade": ("UpgradeCheck", "StateVerdict"),
     "statectl.operations.set_positions": (
         "PositionsEditReport=PositionsReport", "PositionChange", "render_position",
     ),

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from statectl.operations.positions import PositionsReport
     from statectl.operations.state_edits import StateEdit
     from statectl.operations.summary import SavepointSummary
+    from statectl.operations.upgrade import UpgradeCheck
     from statectl.operations.verify import Verification
     from statectl.progress import ProgressCallback
 
@@ -113,6 +114,12 @@ class Savepoint:
     def verify(self, deep: bool = False) -> Verification:
         """What `statectl verify` checks; `deep` walks every entry."""
         return checks.verify(self.parsed, deep)
+
+    def check_upgrade(self, target: str = "2.3") -> UpgradeCheck:
+        """Whether Flink `target` (2.x) restores each state (`statectl upgrade --check`)."""
+        from statectl.operations.upgrade import check_upgrade
+
+        return check_upgrade(self.parsed, target)
 
     def positions(self, operator: str | None = None) -> PositionsReport:
         """Where every source resumes (`statectl positions`)."""

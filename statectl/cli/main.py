@@ -28,6 +28,7 @@ from statectl.cli import (
     rescale_cmd,
     transform_cmd,
     uid_hash_cmd,
+    upgrade_cmd,
     verify_cmd,
 )
 from statectl.cli.options import DebugOption
@@ -103,6 +104,7 @@ app.command("migrate", no_args_is_help=True, cls=_Command)(migrate_cmd.migrate_c
 app.command("uid-hash", no_args_is_help=True, cls=_Command)(uid_hash_cmd.uid_hash)
 app.command("positions", no_args_is_help=True, cls=_Command)(positions_cmd.positions_command)
 app.command("transform", no_args_is_help=True, cls=_Command)(transform_cmd.transform_command)
+app.command("upgrade", no_args_is_help=True, cls=_Command)(upgrade_cmd.upgrade_command)
 
 
 @functools.cache

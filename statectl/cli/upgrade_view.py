@@ -1,0 +1,46 @@
+"""How `statectl upgrade --check` shows its verdicts: a table, or one JSON document."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+
+from statectl.cli.output import print_json, print_line
+
+if TYPE_CHECKING:
+    from statectl.api.reports import UpgradeCheck
+
+_STYLE = {"ok": "green", "refused": "red", "wrong": "red", "unknown": "yellow"}
+
+
+def print_check_json(report: UpgradeCheck) -> None:
+    print_json(
+        {
+            "source": report.source,
+            "metadata_version": report.metadata_version,
+            "to": report.target,
+            "ok": report.ok,
+            "counts": {v: report.count(v) for v in ("ok", "refused", "wrong", "unknown")},
+            "states": [asdict(state) for state in report.states],
+        }
+    )
+
+
+def print_check(report: UpgradeCheck) -> None:
+    """The states that would not restore as they are, one row each, then the counts."""
+    from rich.console import Console
+    from rich.table import Table
+
+    failing = [state for state in report.states if state.verdict != "ok"]
+    if failing:
+        table = Table()
+        for column in ("operator", "state", "scope", "verdict", "why"):
+            table.add_column(column, overflow="fold")
+        for state in failing:
+            verdict = f"[{_STYLE[state.verdict]}]{state.verdict}[/]"
+            table.add_row(state.operator, state.state, state.scope, verdict, state.reason)
+        Console(soft_wrap=False).print(table)
+    counts = ", ".join(f"{report.count(v)} {v}" for v in ("ok", "refused", "wrong", "unknown"))
+    print_line(
+        f"Flink {report.target} restoring {report.source}: {len(report.states)} states, {counts}"
+    )
