@@ -950,7 +950,7 @@ def regenerate_values(
 # original job).
 VALUES_RESTORE_FIELDS = (
     "savepoint", "out", "backend", "parallelism", "max_parallelism", "allow_non_restored",
-    "ttl_on", "ttl_off", "rename", "drop",
+    "ttl_on", "ttl_off", "rename", "drop", "drop_operators",
 )  # fmt: skip
 
 
@@ -964,7 +964,8 @@ def restore_values(version: str, requests: list[dict[str, Any]]) -> list[dict[st
     handles), `parallelism` (2), `max_parallelism` (128), `allow_non_restored` (False), `ttl_on`
     (states registered with TTL although the job has none), `ttl_off` (TTL states registered
     without), `rename` ({name in the savepoint: name the job registers}), `drop` (states not
-    registered). One result per request: {ok, error (None, or the exception chain "Class:
+    registered), `drop_operators` (`window` / `opstate`: operators left out of the job, their
+    state not restored; needs allow_non_restored). One result per request: {ok, error (None, or the exception chain "Class:
     message | caused by ..."), savepoint (the new savepoint dir), dump (its dump.jsonl), lines
     (the dump's lines, parsed; None when not ok), unreachable ([[state, key], ...]: keys getKeys
     lists under a registered keyed state of `values` that read as nothing after setCurrentKey),

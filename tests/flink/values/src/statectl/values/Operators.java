@@ -71,6 +71,12 @@ public final class Operators {
     public static final Set<String> ttlOff = ConcurrentHashMap.newKeySet();
     public static final Map<String, String> rename = new ConcurrentHashMap<>();
     public static final Set<String> drop = ConcurrentHashMap.newKeySet();
+    /**
+     * Per-request (ValuesRestore): operators ({@code window}, {@code opstate}) left out of the
+     * job, so their restored state is not restored at all (needs allow_non_restored). Empty in the
+     * original job; cleared by {@link #reset}.
+     */
+    public static final Set<String> dropOperators = ConcurrentHashMap.newKeySet();
 
     /**
      * Restore mode only (set by ValuesRestore after {@link #reset}; off in the write mode): each
@@ -98,6 +104,7 @@ public final class Operators {
         ttlOff.clear();
         rename.clear();
         drop.clear();
+        dropOperators.clear();
         checkReachable = false;
         unreachable.clear();
         misplaced.clear();

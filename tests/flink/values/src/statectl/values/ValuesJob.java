@@ -243,12 +243,16 @@ public final class ValuesJob {
         DataStream<Tuple3<String, Integer, Long>> values = src.keyBy(new Operators.KeyOf(), Types.STRING)
                 .transform("values", Model.EVENT, new Operators.ValuesOperator())
                 .uid("values");
-        src.keyBy(new Operators.KeyOf(), Types.STRING)
-                .window(Model.hourWindows())
-                .aggregate(new Operators.WindowSum(), Types.LONG, Types.LONG)
-                .name("window")
-                .uid("window");
-        values.transform("opstate", Model.EVENT, new Operators.OpStateOperator()).uid("opstate");
+        if (!Operators.dropOperators.contains("window")) {
+            src.keyBy(new Operators.KeyOf(), Types.STRING)
+                    .window(Model.hourWindows())
+                    .aggregate(new Operators.WindowSum(), Types.LONG, Types.LONG)
+                    .name("window")
+                    .uid("window");
+        }
+        if (!Operators.dropOperators.contains("opstate")) {
+            values.transform("opstate", Model.EVENT, new Operators.OpStateOperator()).uid("opstate");
+        }
         return env.getStreamGraph().getJobGraph();
     }
 

@@ -42,7 +42,8 @@ import java.util.Set;
  * <p>Request: {"savepoint": dir, "out": dir, "backend": "hashmap"|"rocksdb"|null (null: rocksdb
  * when the savepoint has RocksDB native handles), "parallelism": 2, "max_parallelism": 128,
  * "allow_non_restored": false, "ttl_on": [name], "ttl_off": [name], "rename": {old: new}, "drop":
- * [name]}. Result (a JSON list, one per request, in order): {"ok", "error" (null, or the exception
+ * [name], "drop_operators": [uid] (window / opstate left out of the job)}. Result (a JSON list,
+ * one per request, in order): {"ok", "error" (null, or the exception
  * chain "Class: message | caused by Class: message ..."), "savepoint" (the new savepoint dir),
  * "dump" (out/dump.jsonl), "lines" (its line count), "unreachable" ([[state, key], ...]: keys that
  * getKeys lists under a registered keyed state of `values` but that read as nothing after
@@ -56,7 +57,9 @@ public final class ValuesRestore {
 
     static final List<String> BACKENDS = Arrays.asList("hashmap", "rocksdb");
     static final Set<String> FIELDS = new LinkedHashSet<>(Arrays.asList("savepoint", "out", "backend", "parallelism",
-            "max_parallelism", "allow_non_restored", "ttl_on", "ttl_off", "rename", "drop"));
+            "max_parallelism", "allow_non_restored", "ttl_on", "ttl_off", "rename", "drop", "drop_operators"));
+    /** The operators a request may leave out of the job (`drop_operators`). */
+    static final Set<String> DROPPABLE_OPERATORS = new LinkedHashSet<>(Arrays.asList("window", "opstate"));
     /** The keyed states of `values` the overrides may name (timers are not descriptors). */
     static final Set<String> KEYED = new LinkedHashSet<>();
     static final Set<String> WITH_TTL = new LinkedHashSet<>(
@@ -82,6 +85,7 @@ public final class ValuesRestore {
         Set<String> ttlOff = new LinkedHashSet<>();
         Map<String, String> rename = new LinkedHashMap<>();
         Set<String> drop = new LinkedHashSet<>();
+        Set<String> dropOperators = new LinkedHashSet<>();
     }
 
     public static void main(Path requestsFile, Path resultsFile) throws Exception {
@@ -149,6 +153,14 @@ public final class ValuesRestore {
         names(n, "ttl_on", r.ttlOn);
         names(n, "ttl_off", r.ttlOff);
         names(n, "drop", r.drop);
+        if (n.hasNonNull("drop_operators")) {
+            for (JsonNode uid : n.get("drop_operators")) {
+                if (!DROPPABLE_OPERATORS.contains(uid.asText())) {
+                    throw new IllegalArgumentException("drop_operators: " + uid.asText() + " not in " + DROPPABLE_OPERATORS);
+                }
+                r.dropOperators.add(uid.asText());
+            }
+        }
         if (n.hasNonNull("rename")) {
             for (Iterator<Map.Entry<String, JsonNode>> it = n.get("rename").fields(); it.hasNext(); ) {
                 Map.Entry<String, JsonNode> e = it.next();
@@ -205,6 +217,7 @@ public final class ValuesRestore {
         Operators.ttlOff.addAll(r.ttlOff);
         Operators.rename.putAll(r.rename);
         Operators.drop.addAll(r.drop);
+        Operators.dropOperators.addAll(r.dropOperators);
         Operators.checkReachable = true;
         JobGraph job = ValuesJob.buildJob(conf, false);
         SavepointRestoreSettings settings = SavepointRestoreSettings.fromConfiguration(conf);
@@ -218,8 +231,9 @@ public final class ValuesRestore {
         try {
             // every subtask of `values` and `opstate` ran initializeState (so did `window`: a
             // savepoint needs every task RUNNING, i.e. restored)
+            int opstates = r.dropOperators.contains("opstate") ? 0 : r.parallelism;
             ValuesJob.await(cluster, jobId, () -> Operators.valuesInits.get() == r.parallelism
-                    && Operators.opstateInits.get() == r.parallelism, "state initialization");
+                    && Operators.opstateInits.get() == opstates, "state initialization");
             // every subtask of `values` ran the reachability check in open() (before the savepoint)
             ValuesJob.await(cluster, jobId, () -> Operators.valuesChecks.get() == r.parallelism,
                     "reachability check");
