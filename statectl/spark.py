@@ -15,6 +15,20 @@ values (`LocalDateTime`, SQL TIMESTAMP(9)) are cut to microseconds there (`State
 them). Options: `operator` (uid, name or id) and `state` (required), and `storage.KEY` for the
 filesystem's storage options (e.g. `storage.endpoint_url`).
 
+`flink-state` also writes: a DataFrame with a keyed state's columns (a `subtask` column is
+ignored) becomes that state's entries in a new savepoint at the path saved to, the rest of
+the `source` savepoint carried over (`State.replace`, `Savepoint.write`):
+
+>>> df.write.format("flink-state").option("source", src).option("operator", "orders") \\
+...     .option("state", "totals").mode("append").save("s3://bucket/savepoints/fixed")
+
+Each task writes its rows as one Arrow IPC file into a folder beside the destination
+(`.statectl-rows-NAME-…`); the driver's commit reads them all into one table, replaces the
+state with it and writes the savepoint through the library (staged, `_metadata` published
+last), then removes the folder (as does an abort). Spark's Python data sources take only the
+modes `append` (an existing destination is refused, as the library refuses it) and
+`overwrite` (statectl's `overwrite`: only a savepoint is replaced).
+
 `flink-savepoint-metadata` has one row per (operator, state, subtask): the operator's ids and
 parallelism, the state's kind and type, the subtask's key-group range and bytes.
 
@@ -28,7 +42,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
 
 from statectl.execution.spark import spark_arrow_schema, spark_arrow_type  # noqa: F401 - public
 
@@ -39,11 +59,23 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from statectl.api import ReadSplit, State
+    from statectl.savepoint.storage import Location
+
+try:  # Spark 4: tasks get Arrow batches
+    from pyspark.sql.datasource import DataSourceArrowWriter as _WriterBase
+
+    _ARROW_WRITER = True
+except ImportError:  # pragma: no cover - pyspark without it: Rows
+    _WriterBase = DataSourceWriter  # type: ignore[misc,assignment]
+    _ARROW_WRITER = False
 
 STATE_FORMAT = "flink-state"
 METADATA_FORMAT = "flink-savepoint-metadata"
 _STORAGE_PREFIX = "storage."
 _PACKAGE_ZIP = "statectl.zip"  # the name `_ship_package` gives the package's archive
+# The folder of a write's staged rows, beside the destination: not the savepoint writer's
+# `.statectl-staging-` (whose stale-staging checks must not take it for a savepoint's).
+ROWS_MARK = ".statectl-rows-"
 
 
 def register(spark: SparkSession) -> None:
@@ -136,6 +168,9 @@ class FlinkStateDataSource(DataSource):
         # Exactly the Arrow schema Spark checks batches against (its names and units).
         return FlinkStateReader(dict(self.options), to_arrow_schema(schema, timezone="UTC"))
 
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return FlinkStateWriter.prepare(dict(self.options), schema, overwrite)
+
 
 class FlinkStateReader(DataSourceReader):
     def __init__(self, options: dict[str, str], arrow_schema: pa.Schema) -> None:
@@ -180,6 +215,140 @@ def _subtasks_of(f: Filter) -> frozenset[int] | None:
     if isinstance(f, In):
         return frozenset(int(v) for v in f.value)
     return None
+
+
+# --- flink-state, writing ----------------------------------------------------------------------
+
+
+class RowsFile(WriterCommitMessage):
+    """A task's rows: the Arrow IPC file it wrote (None: the task had no rows)."""
+
+    def __init__(self, path: str | None, rows: int) -> None:
+        self.path = path
+        self.rows = rows
+
+
+class FlinkStateWriter(_WriterBase):
+    """Tasks stage their rows as Arrow IPC files; the driver's commit writes the savepoint.
+
+    Made on the driver (`prepare`, which refuses what it can before any task runs: a missing
+    option, a destination statectl may not replace, columns that do not fit the state) and
+    shipped to the tasks by Spark."""
+
+    def __init__(
+        self, options: dict[str, str], arrow_schema: pa.Schema, overwrite: bool, rows_url: str
+    ) -> None:
+        self.options = options
+        self.arrow_schema = arrow_schema  # Spark's, for a write without any row
+        self.overwrite = overwrite
+        self.rows_url = rows_url
+
+    @classmethod
+    def prepare(
+        cls, options: dict[str, str], schema: StructType, overwrite: bool
+    ) -> FlinkStateWriter:
+        import uuid
+
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from statectl.errors import SavepointError
+        from statectl.savepoint.storage import locate
+        from statectl.savepoint.writer import SAVEPOINT, check_destination
+
+        destination_url = _required(options, "path")
+        storage = _storage_options(options)
+        destination = locate(destination_url.rstrip("/") or destination_url, storage)
+        if destination.is_process_local:
+            raise SavepointError(
+                "flink-state cannot write to process-local storage (memory://): Spark's tasks "
+                "run in other processes",
+                destination.url,
+            )
+        check_destination(destination, True, SAVEPOINT)  # only a savepoint may be replaced
+        if not overwrite and destination.exists():
+            raise SavepointError(
+                'destination exists; write with mode("overwrite") to replace it', destination.url
+            )
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        # The columns' names and types, checked on no rows: a mistyped column fails here.
+        _source_state(options).replace(arrow_schema.empty_table())
+        rows = destination.parent.child(f"{ROWS_MARK}{destination.name}-{uuid.uuid4().hex[:12]}")
+        # A local folder by its absolute path: executors do not share the driver's directory.
+        return cls(options, arrow_schema, overwrite, rows.path if rows.is_local else rows.url)
+
+    def _rows_folder(self) -> Location:
+        from statectl.savepoint.storage import locate
+
+        return locate(self.rows_url, _storage_options(self.options))
+
+    def write(self, iterator: Iterator[Any]) -> RowsFile:
+        import uuid
+
+        batches = iterator if _ARROW_WRITER else _batches_of_rows(iterator, self.arrow_schema)
+        folder = self._rows_folder()
+        writer = None
+        rows = 0
+        path = folder.child(f"part-{uuid.uuid4().hex}.arrow").path
+        try:
+            for batch in batches:
+                if writer is None:
+                    folder.fs.makedirs(folder.path, exist_ok=True)
+                    sink = folder.fs.open(path, "wb")
+                    writer = pa.ipc.new_file(sink, batch.schema)
+                writer.write_batch(batch)
+                rows += batch.num_rows
+        finally:
+            if writer is not None:
+                writer.close()
+                sink.close()
+        return RowsFile(path if writer is not None else None, rows)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        import statectl
+
+        folder = self._rows_folder()
+        try:
+            tables = []
+            for message in messages:
+                if isinstance(message, RowsFile) and message.path is not None:
+                    with folder.fs.open(message.path, "rb") as source:
+                        tables.append(pa.ipc.open_file(source).read_all())
+            table = pa.concat_tables(tables) if tables else self.arrow_schema.empty_table()
+            sp = statectl.open(_required(self.options, "source"), _storage_options(self.options))
+            name = _required(self.options, "state")
+            sp.operator(_required(self.options, "operator")).state(name).replace(table)
+            sp.write(_required(self.options, "path"), overwrite=self.overwrite)
+        finally:
+            self._remove_rows(folder)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        self._remove_rows(self._rows_folder())
+
+    @staticmethod
+    def _remove_rows(folder: Location) -> None:
+        import contextlib
+
+        with contextlib.suppress(FileNotFoundError):
+            folder.fs.rm(folder.path, recursive=True)
+
+
+def _source_state(options: Mapping[str, str]) -> State:
+    import statectl
+
+    sp = statectl.open(_required(options, "source"), _storage_options(options))
+    return sp.operator(_required(options, "operator")).state(_required(options, "state"))
+
+
+def _batches_of_rows(rows: Iterator[Any], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Spark's Rows as Arrow batches of `schema` (a pyspark whose writers get no Arrow)."""
+    chunk: list[dict[str, Any]] = []
+    for row in rows:
+        chunk.append(row.asDict(recursive=True))
+        if len(chunk) == 10_000:
+            yield pa.RecordBatch.from_pylist(chunk, schema=schema)
+            chunk = []
+    if chunk:
+        yield pa.RecordBatch.from_pylist(chunk, schema=schema)
 
 
 # --- flink-savepoint-metadata ---------------------------------------------------------------------
