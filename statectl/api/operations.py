@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from statectl.operations.rescale.load import SubtaskLoads
     from statectl.operations.rescale.plan import RescalePlan
     from statectl.operations.set_positions import PositionsReport as PositionsEditReport
+    from statectl.operations.upgrade import UpgradeReport
     from statectl.operations.verify import Verification
     from statectl.progress import ProgressCallback
 
@@ -412,6 +413,34 @@ def set_positions(
     migration = plan_operators(sp.parsed, renames, drops) if renames or drops else None
     plan = plan_positions(sp.parsed, edits, migration=migration)
     return write_positions(
+        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
+    )
+
+
+# --- upgrade -----------------------------------------------------------------------------------
+
+
+def upgrade(
+    source: Source,
+    destination: str,
+    *,
+    to: str = "2.3",
+    drop_unconvertible: bool = False,
+    overwrite: bool = False,
+    progress: ProgressCallback | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> UpgradeReport:
+    """A Flink 1.x savepoint rewritten so that Flink 2.x (`to`) restores it (`statectl
+    upgrade -o`): every state `Savepoint.check_upgrade` flags converted (Kryo 2 values as Kryo
+    5, POJO List, Map and Set fields as 2.x's collection serializers write them, snapshots and
+    `_metadata` as 2.x writes them). A state that cannot be converted raises StatectlError
+    naming it, and nothing is written, unless `drop_unconvertible` drops exactly those."""
+    from statectl.operations.upgrade import plan_upgrade, write_upgrade
+
+    sp = _opened(source, storage_options)
+    sp.ensure_consistent()
+    plan = plan_upgrade(sp.parsed, to, drop_unconvertible=drop_unconvertible)
+    return write_upgrade(
         plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
     )
 

@@ -73,7 +73,7 @@ if TYPE_CHECKING:
         StateSummary,
         SubtaskSummary,
     )
-    from statectl.operations.upgrade import StateVerdict, UpgradeCheck
+    from statectl.operations.upgrade import StateVerdict, UpgradeCheck, UpgradeReport
     from statectl.operations.verify import Finding, Verification
 
 __all__ = [
@@ -133,6 +133,7 @@ __all__ = [
     "UnrecognisedEnumerator",
     "UnrecognisedSplit",
     "UpgradeCheck",
+    "UpgradeReport",
     "Verification",
     "describe_rehash",
     "jsonable",
@@ -161,7 +162,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "RENAMED", "DROPPED", "CARRIED",
     ),
     "statectl.operations.state_edits": ("StateEditReport",),
-    "statectl.operations.upgrade": ("UpgradeCheck", "StateVerdict"),
+    "statectl.operations.upgrade": ("UpgradeCheck", "StateVerdict", "UpgradeReport"),
     "statectl.operations.set_positions": (
         "PositionsEditReport=PositionsReport", "PositionChange", "render_position",
     ),

@@ -24,22 +24,34 @@ Only state headers are read, and the values of the Kryo states whose type does n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.formats import source_state
-from statectl.formats.metadata import OperatorState
+from statectl.formats import operator_state, source_state
+from statectl.formats.handles import IncrementalKeyedHandle
+from statectl.formats.metadata import CANONICAL_SAVEPOINT_PROPERTIES, OperatorState
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import MAP_NULL_VALUE, StateCodec, keyed_codec, operator_codec
-from statectl.formats.values import Raw
+from statectl.formats.upgrade import infer_hints, upgrade_value, upgraded_snapshot
+from statectl.formats.values import Codec, Raw, RawCodec, Undecodable
 from statectl.formats.values.kryo import KRYO_SNAPSHOT
 from statectl.operations import verify
-from statectl.savepoint import entries
+from statectl.operations.migrate import MigrationPlan, MigrationReport, migrate, plan_migration
+from statectl.operations.state_edits import StateEditPlan, StateEditReport
+from statectl.progress import ProgressCallback
+from statectl.savepoint import entries, native
+from statectl.savepoint.keyed_rewrite import StateChange, plan_subtask
 from statectl.savepoint.model import Savepoint
+from statectl.savepoint.operator_rewrite import OperatorStateChange
 
 OK, REFUSED, WRONG, UNKNOWN = "ok", "refused", "wrong", "unknown"
+# The `_metadata` version of the output: V6, as Flink 2.1–2.3 write it, so that it says (to
+# statectl too) that its Kryo values are Kryo 5's.
+TARGET_METADATA_VERSION = 6
 FAILING = (REFUSED, WRONG, UNKNOWN)
 
 # Types whose Kryo 2 and Kryo 5 bytes are the same (measured on Flink 1.20.3 and 2.3.0).
@@ -229,3 +241,228 @@ def _stored_values(
             for element in holder.elements():
                 if element.state == meta.name:
                     yield element.value
+
+
+# --- rewriting: `statectl upgrade -o` ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UpgradePlan:
+    """What `upgrade` writes: the check, the states it converts and those it drops."""
+
+    check: UpgradeCheck
+    migration: MigrationPlan
+    converted: tuple[StateVerdict, ...]
+    dropped: tuple[StateVerdict, ...]
+
+
+@dataclass(frozen=True)
+class UpgradeReport:
+    check: UpgradeCheck
+    converted: tuple[StateVerdict, ...]
+    dropped: tuple[StateVerdict, ...]
+    written: MigrationReport
+
+
+@dataclass(frozen=True)
+class _Conversion:
+    """How one state becomes what Flink 2.x reads: its new meta info and each stored value."""
+
+    meta: StateMetaInfo
+    value: Callable[[bytes], bytes]
+
+
+def plan_upgrade(
+    sp: Savepoint, target: str = "2.3", *, drop_unconvertible: bool = False
+) -> UpgradePlan:
+    """Every state the check flags converted (Kryo 2 values written as Kryo 5, POJO List,
+    Map and Set fields as 2.x's collection serializers write them, their snapshots as 2.x
+    writes them), or, with `drop_unconvertible`, dropped; otherwise one that cannot be
+    converted is a StatectlError naming it and why, and nothing is written."""
+    check = check_upgrade(sp, target)
+    keyed: dict[bytes, dict[str, StateChange]] = {}
+    operator: dict[bytes, dict[str, OperatorStateChange]] = {}
+    converted, dropped = [], []
+    for verdict in (v for v in check.states if v.verdict in FAILING):
+        op = next(o for o in sp.operators if o.operator_id_hex == verdict.operator_id)
+        try:
+            conversion = _conversion(sp, op, verdict)
+        except (StatectlError, Undecodable) as exc:
+            if not drop_unconvertible:
+                raise StatectlError(
+                    f"state {verdict.state!r} cannot be converted for Flink 2.x: "
+                    f"{exc.message} (--drop-unconvertible drops it)",
+                    verdict.operator,
+                ) from None
+            dropped.append(verdict)
+            _add(keyed, operator, op, verdict, drop=True)
+            continue
+        converted.append(verdict)
+        _add(keyed, operator, op, verdict, conversion=conversion)
+    migration = plan_migration(sp)
+    rewrites = {
+        op_id: tuple(
+            plan_subtask(f, changes) for f in entries.keyed_files(sp, _operator(sp, op_id))
+        )
+        for op_id, changes in keyed.items()
+    }
+    labels = {op.operator_id: entries.operator_label(op) for op in sp.operators}
+    reports = tuple(
+        StateEditReport(v.operator, v.state, "upgrade" if v in converted else "drop")
+        for v in (*converted, *dropped)
+    )
+    states = StateEditPlan(rewrites, (), labels, reports, operator)
+    metadata = dataclasses.replace(
+        migration.metadata, version=TARGET_METADATA_VERSION, properties=_properties(sp)
+    )
+    migration = dataclasses.replace(migration, metadata=metadata, states=states)
+    return UpgradePlan(check, migration, tuple(converted), tuple(dropped))
+
+
+def _properties(sp: Savepoint) -> bytes:
+    """The `_metadata` tail of the output: the input's, or (V3 has none) a savepoint's."""
+    if sp.metadata.properties:
+        return sp.metadata.properties
+    native_state = any(
+        isinstance(s.managed_keyed_state, IncrementalKeyedHandle)
+        for op in sp.operators
+        for s in op.subtasks or ()
+    )
+    if native_state:
+        return native.native_savepoint_properties(CANONICAL_SAVEPOINT_PROPERTIES)
+    return CANONICAL_SAVEPOINT_PROPERTIES
+
+
+def write_upgrade(
+    plan: UpgradePlan,
+    destination: str,
+    *,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
+) -> UpgradeReport:
+    written = migrate(
+        plan.migration,
+        destination,
+        overwrite=overwrite,
+        storage_options=storage_options,
+        progress=progress,
+    )
+    return UpgradeReport(plan.check, plan.converted, plan.dropped, written)
+
+
+def _operator(sp: Savepoint, operator_id: bytes) -> OperatorState:
+    return next(op for op in sp.operators if op.operator_id == operator_id)
+
+
+def _add(
+    keyed: dict[bytes, dict[str, StateChange]],
+    operator: dict[bytes, dict[str, OperatorStateChange]],
+    op: OperatorState,
+    verdict: StateVerdict,
+    *,
+    drop: bool = False,
+    conversion: _Conversion | None = None,
+) -> None:
+    meta = (lambda _: conversion.meta) if conversion else None
+    value = conversion.value if conversion else None
+    if verdict.scope == "keyed":
+        change = StateChange(drop=drop, meta=meta, value=value)
+        keyed.setdefault(op.operator_id, {})[verdict.state] = change
+    else:
+        op_change = OperatorStateChange(drop=drop, meta=meta, value=value)
+        operator.setdefault(op.operator_id, {})[verdict.state] = op_change
+
+
+def _conversion(sp: Savepoint, op: OperatorState, verdict: StateVerdict) -> _Conversion:
+    """The state's meta info with its value serializer as 2.x writes it, and the function
+    turning each stored value into 2.x's bytes; checked on every value now, so that writing
+    cannot fail half-way."""
+    meta, key = _meta(sp, op, verdict)
+    if meta.name == source_state.LEGACY_KAFKA_STATE or _refused_for_good(meta, key):
+        raise StatectlError(verdict.reason)
+    old = _state_codec(meta, key, verdict.scope, 1)
+    stored = list(_stored_values(sp, op, meta, verdict.scope))
+    hints = infer_hints(_element_codec(old), _user_values(old, stored))
+    value_snapshot = meta.value_serializer
+    assert value_snapshot is not None
+    serializers = {**meta.serializers, "VALUE_SERIALIZER": upgraded_snapshot(value_snapshot, hints)}
+    new_meta = dataclasses.replace(meta, serializers=serializers)
+    new = _state_codec(new_meta, key, verdict.scope, 2)
+
+    def convert(data: bytes) -> bytes:
+        return _converted(old, new, data)
+
+    for data in stored:
+        convert(data)
+    return _Conversion(new_meta, convert)
+
+
+def _meta(
+    sp: Savepoint, op: OperatorState, verdict: StateVerdict
+) -> tuple[StateMetaInfo, SerializerSnapshot | None]:
+    for scope, meta, key in _states(sp, op):
+        if scope == verdict.scope and meta.name == verdict.state:
+            return meta, key
+    raise StatectlError(f"state {verdict.state!r} vanished", verdict.operator)
+
+
+def _refused_for_good(meta: StateMetaInfo, key: SerializerSnapshot | None) -> bool:
+    """Serializers 2.x removed, which no rewrite of values brings back."""
+    return any(
+        node.class_name.startswith(_SCALA_PREFIX) or node.class_name.endswith("ConfigSnapshot")
+        for snapshot in (key, *meta.serializers.values())
+        if snapshot is not None
+        for node in _walk(snapshot)
+    )
+
+
+def _element_codec(codec: StateCodec) -> Codec:
+    """The codec of the values `upgrade_value` converts (a list's elements, a map's values)."""
+    user = codec.user_value_codec()
+    if user is None or isinstance(user, RawCodec):
+        raise Undecodable(user.reason if isinstance(user, RawCodec) else "no value serializer")
+    return user
+
+
+def _user_values(codec: StateCodec, stored: list[bytes]) -> Iterator[Any]:
+    for data in stored:
+        yield from _decoded(codec, data)
+
+
+def _decoded(codec: StateCodec, data: bytes) -> list[Any]:
+    """The user values of one stored value: one, a list's elements or a broadcast map's values."""
+    if codec.kind == "BROADCAST":
+        assert codec.key is not None and codec.value is not None
+        pairs = operator_state.split_broadcast_entries(data, codec.key, codec.value)
+        return [codec.value.decode(v) for _, v in pairs]
+    decoded = codec.decode_value(data)
+    if isinstance(decoded.value, Raw):
+        raise Undecodable(decoded.value.reason)
+    if codec.kind == "LIST" and codec.keyed:
+        return list(decoded.value)
+    return [decoded.value]
+
+
+def _converted(old: StateCodec, new: StateCodec, data: bytes) -> bytes:
+    """One stored value read as 1.x wrote it, written as 2.x writes it."""
+    old_user, new_user = _element_codec(old), _element_codec(new)
+    if old.kind == "BROADCAST":
+        assert old.key is not None and new.key is not None and old.value is not None
+        pairs = operator_state.split_broadcast_entries(data, old.key, old.value)
+        return operator_state.build_broadcast_element(
+            (
+                new.key.encode(upgrade_value(old.key, new.key, old.key.decode(k))),
+                new_user.encode(upgrade_value(old_user, new_user, old_user.decode(v))),
+            )
+            for k, v in pairs
+        )
+    decoded = old.decode_value(data)
+    if isinstance(decoded.value, Raw):
+        raise Undecodable(decoded.value.reason)
+    if old.kind == "LIST" and old.keyed:
+        value: Any = [upgrade_value(old_user, new_user, v) for v in decoded.value]
+    else:
+        value = upgrade_value(old_user, new_user, decoded.value)
+    heap_null = len(data) > 1 and data[0] == MAP_NULL_VALUE and old.kind == "MAP"
+    return new.encode_value(value, decoded.ttl_timestamp, heap_null_map_value=heap_null)

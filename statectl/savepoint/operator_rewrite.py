@@ -10,7 +10,7 @@ every other state's elements are carried as bytes. Operator state is small by Fl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError
@@ -37,6 +37,9 @@ class OperatorStateChange:
     # the broadcast map's bytes every subtask holds.
     elements: Mapping[int, Sequence[bytes]] | None = None
     broadcast: bytes | None = None
+    # The state's meta info changed (its serializers), and each element (or map) to match.
+    meta: Callable[[StateMetaInfo], StateMetaInfo] | None = None
+    value: Callable[[bytes], bytes] | None = None
 
     @property
     def replaces(self) -> bool:
@@ -83,9 +86,11 @@ def _new_header(
             change = changes.get(state.name, OperatorStateChange())
             if change.drop:
                 continue
-            out.append(
-                dataclasses.replace(state, name=change.new_name) if change.new_name else state
-            )
+            if change.meta is not None:
+                state = change.meta(state)
+            if change.new_name:
+                state = dataclasses.replace(state, name=change.new_name)
+            out.append(state)
         return tuple(out)
 
     return dataclasses.replace(
@@ -107,4 +112,5 @@ def _elements(
         return [change.broadcast]
     if change.elements is not None:
         return change.elements.get(file.subtask, ())
-    return [operator_state.element_bytes(data[a:b], compressed) for a, b in state.spans]
+    stored = [operator_state.element_bytes(data[a:b], compressed) for a, b in state.spans]
+    return [change.value(value) for value in stored] if change.value else stored

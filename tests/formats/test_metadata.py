@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import struct
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -256,3 +257,13 @@ def test_unknown_handle_code_names_code_and_offset() -> None:
     data = _one_subtask_with_keyed_code(42)
     with pytest.raises(FormatError, match=r"unknown keyed state handle code 42 at byte offset \d+"):
         read_metadata(data)
+
+
+def test_canonical_savepoint_properties_are_flinks() -> None:
+    """The properties tail `upgrade` gives a V3 `_metadata` is what Flink 1.20 and 2.3 write."""
+    from statectl.formats.metadata import CANONICAL_SAVEPOINT_PROPERTIES, read_metadata
+
+    values = Path(__file__).parents[1] / "fixtures" / "values"
+    for fixture in ("1.20.3-hashmap-canonical", "2.3.0-hashmap-canonical"):
+        data = (values / fixture / "savepoint" / "_metadata").read_bytes()
+        assert read_metadata(data).properties == CANONICAL_SAVEPOINT_PROPERTIES
