@@ -9,6 +9,7 @@ import typer
 from statectl.cli.options import (
     AllowExternalFilesOption,
     JsonOption,
+    OverwriteOption,
     SavepointArgument,
     StorageOptionFlags,
     parse_storage_options,
@@ -23,11 +24,22 @@ def upgrade_command(
     to: Annotated[
         str, typer.Option("--to", metavar="VERSION", help="The Flink 2.x release.")
     ] = "2.3",
+    destination: Annotated[
+        str | None,
+        typer.Option("--output", "-o", metavar="DST", help="Write the upgraded savepoint here."),
+    ] = None,
+    drop_unconvertible: Annotated[
+        bool,
+        typer.Option(
+            "--drop-unconvertible", help="Drop the states that cannot be converted (else: refuse)."
+        ),
+    ] = False,
+    overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
     allow_external_files: AllowExternalFilesOption = False,
 ) -> None:
-    """Check a Flink 1.x savepoint before restoring it with Flink 2.x.
+    """Check a Flink 1.x savepoint for Flink 2.x, or rewrite it so that 2.x restores it.
 
     For every keyed and operator state: `ok` (Flink 2.x restores it as it is), `refused` (the
     restore fails: a POJO's List, Map or Set field, which 1.x wrote with Kryo; a serializer 2.x
@@ -37,19 +49,39 @@ def upgrade_command(
     for a CI step before an upgrade. Reads state headers, and the values of Kryo states whose
     type does not decide.
 
+    With -o DST, every flagged state is converted: Kryo 2 values written as Kryo 5 writes them,
+    a POJO's List, Map and Set fields as Flink 2.x's collection serializers write them (their
+    element types from the values), the serializer snapshots and `_metadata` (V6) as 2.x
+    writes them; everything else is copied. A state that cannot be converted (a user class
+    Kryo wrote field by field) is refused in one line naming it, and nothing is written,
+    unless --drop-unconvertible drops exactly those states.
+
     Examples:
 
       statectl upgrade ./savepoint-1a2b3c --check
 
       statectl upgrade s3://b/sp --check --to 2.3 --json | jq '.states[] | select(.verdict != "ok")'
+
+      statectl upgrade ./sp-1.20 -o ./sp-2.3 --to 2.3
     """
     import statectl
     from statectl.cli import upgrade_view
 
-    if not check:
-        raise typer.BadParameter("only --check is available so far", param_hint="'--check'")
+    if check == (destination is not None):
+        raise typer.BadParameter("give exactly one of them", param_hint="'--check' / '-o'")
     options = parse_storage_options(storage_option)
     savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+    if destination is not None:
+        from statectl.api import stale_staging
+        from statectl.cli import output
+
+        output.warn_stale_staging(stale_staging(destination, options))
+        written = statectl.upgrade(
+            savepoint, destination, to=to, drop_unconvertible=drop_unconvertible,
+            overwrite=overwrite, storage_options=options,
+        )  # fmt: skip
+        upgrade_view.print_upgrade(written, json_output)
+        return
     report = savepoint.check_upgrade(to)
     if json_output:
         upgrade_view.print_check_json(report)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from statectl.cli.output import print_json, print_line
 
 if TYPE_CHECKING:
-    from statectl.api.reports import UpgradeCheck
+    from statectl.api.reports import UpgradeCheck, UpgradeReport
 
 _STYLE = {"ok": "green", "refused": "red", "wrong": "red", "unknown": "yellow"}
 
@@ -43,4 +43,33 @@ def print_check(report: UpgradeCheck) -> None:
     counts = ", ".join(f"{report.count(v)} {v}" for v in ("ok", "refused", "wrong", "unknown"))
     print_line(
         f"Flink {report.target} restoring {report.source}: {len(report.states)} states, {counts}"
+    )
+
+
+def print_upgrade(report: UpgradeReport, json_output: bool) -> None:
+    """What `upgrade -o` converted and dropped."""
+    written = report.written
+    if json_output:
+        print_json(
+            {
+                "source": written.source,
+                "destination": written.destination,
+                "metadata_version": written.metadata_version,
+                "to": report.check.target,
+                "converted": [asdict(state) for state in report.converted],
+                "dropped": [asdict(state) for state in report.dropped],
+                "files": written.files,
+                "bytes": written.bytes,
+            }
+        )
+        return
+    print_line(f"Wrote {written.destination} (metadata v{written.metadata_version})")
+    for state in report.converted:
+        print_line(f"converted {state.operator}/{state.state}: {state.reason}")
+    for state in report.dropped:
+        print_line(f"dropped {state.operator}/{state.state}: {state.reason}")
+    kept = len(report.check.states) - len(report.converted) - len(report.dropped)
+    print_line(
+        f"{len(report.converted)} converted, {len(report.dropped)} dropped, {kept} copied "
+        f"for Flink {report.check.target}"
     )
