@@ -30,7 +30,7 @@ import statectl
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
 
-pytestmark = pytest.mark.flink
+pytestmark = [pytest.mark.flink, pytest.mark.spark]
 
 # The very savepoints of tests/operations/rescale/test_sql_e2e.py (shared cache).
 SOURCES = {
@@ -100,25 +100,44 @@ def edit_accumulator(source: Path, out: Path) -> dict[str, Any]:
     return {"accumulators": before, "type": state.type, "kind": state.kind}
 
 
+# The same edit as Spark SQL over the state's table (`statectl transform --sql`).
+SQL_EDIT = f"""
+    SELECT key, namespace,
+           IF(key.f0 = '{EDITED_KEY}',
+              named_struct('f0', value.f0, 'f1', value.f1 + {COUNT_DELTA},
+                           'f2', value.f2 + {SUM_DELTA}, 'f3', value.f3,
+                           '__row_kind', value.__row_kind),
+              value) AS value
+    FROM state"""
+
+
+def edit_by_sql(source: Path, out: Path) -> None:
+    operator = group_aggregate(statectl.open(str(source))).id
+    statectl.transform(str(source), str(out), operator, "accState", sql=SQL_EDIT)
+
+
 @pytest.fixture(scope="module")
-def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def outcome(tmp_path_factory: pytest.TempPathFactory, spark: Any) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("sql-edit")
     manifests = harness.sql_savepoints(SOURCES)
     savepoints = {name: path.parent / "savepoint" for name, path in manifests.items()}
     edits, requests = {}, []
     for name, source in savepoints.items():
         edits[name] = edit_accumulator(source, root / f"{name}-edited")
+        edit_by_sql(source, root / f"{name}-sql")
         backend = RESTORE_BACKEND[name]
         requests += [
             RestoreRequest(source, 2, backend=backend),
             RestoreRequest(root / f"{name}-edited", 2, backend=backend),
+            RestoreRequest(root / f"{name}-sql", 2, backend=backend),
         ]
     started = time.monotonic()
     results = harness.restore_sql(requests)
     seconds = time.monotonic() - started
     restored = {}
     for i, name in enumerate(savepoints):
-        restored[name, "original"], restored[name, "edited"] = results[2 * i : 2 * i + 2]
+        trio = results[3 * i : 3 * i + 3]
+        restored[name, "original"], restored[name, "edited"], restored[name, "sql"] = trio
     return {
         "manifests": {name: json.loads(path.read_text()) for name, path in manifests.items()},
         "edited": {name: root / f"{name}-edited" for name in savepoints},
@@ -194,3 +213,11 @@ def test_edited_accumulator_shows_in_every_later_aggregate_of_its_key(
     missing, extra = Counter(expected) - Counter(edited), Counter(edited) - Counter(expected)
     assert not missing and not extra, (sorted(missing)[:4], sorted(extra)[:4])
     assert edited == expected
+
+
+@pytest.mark.parametrize("source", list(SOURCES))
+def test_the_same_edit_as_spark_sql_emits_the_same_rows(
+    outcome: dict[str, Any], source: str
+) -> None:
+    edited = _rows(outcome["restored"][source, "edited"])
+    assert _rows(outcome["restored"][source, "sql"]) == edited
