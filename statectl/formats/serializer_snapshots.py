@@ -16,17 +16,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from statectl.errors import FormatError
-from statectl.formats.java_io import DataReader, excerpt
+from statectl.formats.java_io import DataReader, DataWriter, excerpt
 from statectl.formats.java_serialization import read_object
 from statectl.formats.logical_types import logical_type
 
 PROXY_VERSION = 2  # TypeSerializerSnapshotSerializationProxy.VERSION
 COMPOSITE_MAGIC = 911108  # CompositeTypeSerializerSnapshot.MAGIC_NUMBER
+COMPOSITE_SNAPSHOT_VERSION = 3  # CompositeTypeSerializerSnapshot.VERSION
 NESTED_MAGIC = 1333245  # NestedSerializersSnapshotDelegate.MAGIC_NUMBER
 NESTED_VERSION = 1
 OPTIONAL_MAP_HEADER = 0x4F2C69A3D70  # LinkedOptionalMapSerializer.HEADER
@@ -119,6 +120,31 @@ def read_versioned_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
     r.pos = start
     snapshot = _unknown_payload(r, class_name, version, after)
     return dataclasses.replace(snapshot, raw=r.slice(origin, r.pos))
+
+
+def composite(
+    class_name: str,
+    outer_version: int,
+    outer_payload: bytes,
+    nested: Sequence[SerializerSnapshot],
+    version: int = COMPOSITE_SNAPSHOT_VERSION,
+) -> SerializerSnapshot:
+    """`CompositeTypeSerializerSnapshot.writeSnapshot` (versioned): magic, outer version, outer
+    payload, then `NestedSerializersSnapshotDelegate` (magic, version 1, count, snapshots)."""
+    out = DataWriter()
+    out.write_utf(class_name)
+    out.write_i32(version)
+    out.write_i32(COMPOSITE_MAGIC)
+    out.write_i32(outer_version)
+    out.write_bytes(outer_payload)
+    out.write_i32(NESTED_MAGIC)
+    out.write_i32(NESTED_VERSION)
+    out.write_i32(len(nested))
+    for snapshot in nested:
+        if not snapshot.raw:
+            raise FormatError(f"the snapshot of {snapshot.label} has no bytes to nest")
+        out.write_bytes(snapshot.raw)
+    return read_versioned_snapshot(DataReader(out.getvalue()), at_end)
 
 
 def probe(check: Callable[[DataReader], bool]) -> Probe:

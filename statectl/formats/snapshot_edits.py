@@ -18,11 +18,9 @@ from collections.abc import Sequence
 from statectl.errors import FormatError
 from statectl.formats.java_io import DataReader, DataWriter
 from statectl.formats.serializer_snapshots import (
-    COMPOSITE_MAGIC,
-    NESTED_MAGIC,
-    NESTED_VERSION,
     SerializerSnapshot,
     at_end,
+    composite,
     read_versioned_snapshot,
 )
 from statectl.formats.state_headers import StateMetaInfo
@@ -69,35 +67,8 @@ def ttl_snapshot(user: SerializerSnapshot) -> SerializerSnapshot:
     long_snapshot = DataWriter()
     long_snapshot.write_utf(LONG_SNAPSHOT)
     long_snapshot.write_i32(LONG_SNAPSHOT_VERSION)
-    return composite(
-        TTL_SNAPSHOT,
-        TTL_SNAPSHOT_VERSION,
-        TTL_OUTER_VERSION,
-        [long_snapshot.getvalue(), _raw(user)],
-    )
-
-
-def composite(
-    class_name: str, version: int, outer_version: int, nested: Sequence[bytes]
-) -> SerializerSnapshot:
-    """A composite snapshot without outer payload, from its nested versioned snapshots."""
-    out = DataWriter()
-    out.write_utf(class_name)
-    out.write_i32(version)
-    out.write_i32(COMPOSITE_MAGIC)
-    out.write_i32(outer_version)
-    out.write_i32(NESTED_MAGIC)
-    out.write_i32(NESTED_VERSION)
-    out.write_i32(len(nested))
-    for raw in nested:
-        out.write_bytes(raw)
-    return read_versioned_snapshot(DataReader(out.getvalue()), at_end)
-
-
-def _raw(snapshot: SerializerSnapshot) -> bytes:
-    if not snapshot.raw:
-        raise FormatError(f"the snapshot of {snapshot.class_name} has no bytes to nest")
-    return snapshot.raw
+    timestamp = read_versioned_snapshot(DataReader(long_snapshot.getvalue()), at_end)
+    return composite(TTL_SNAPSHOT, TTL_OUTER_VERSION, b"", [timestamp, user], TTL_SNAPSHOT_VERSION)
 
 
 def _wrapped_slot(state: StateMetaInfo) -> SerializerSnapshot | None:
@@ -136,4 +107,4 @@ def _rebuilt(outer: SerializerSnapshot, nested: Sequence[SerializerSnapshot]) ->
     outer_version = outer.param("outer_version")
     if outer_version is None:
         raise FormatError(f"the snapshot of {outer.label} was not read as a composite")
-    return composite(outer.class_name, outer.version, outer_version, [_raw(n) for n in nested])
+    return composite(outer.class_name, outer_version, b"", nested, outer.version)

@@ -49,6 +49,7 @@ from statectl.formats.serializer_snapshots import (
     OPTIONAL_MAP_HEADER,
     SerializerSnapshot,
     at_end,
+    composite,
     read_versioned_snapshot,
 )
 from statectl.formats.values.composites import (
@@ -309,31 +310,6 @@ def nullable(inner: SerializerSnapshot) -> SerializerSnapshot:
     padding = DataWriter()
     padding.write_i32(0)
     return composite(NULLABLE_SNAPSHOT, NULLABLE_OUTER_VERSION, padding.getvalue(), [inner])
-
-
-def composite(
-    class_name: str,
-    outer_version: int,
-    outer_payload: bytes,
-    nested: Sequence[SerializerSnapshot],
-    version: int = COMPOSITE_VERSION,
-) -> SerializerSnapshot:
-    """`CompositeTypeSerializerSnapshot.writeSnapshot` (versioned): magic, outer version, outer
-    payload, then `NestedSerializersSnapshotDelegate` (magic, version 1, count, snapshots)."""
-    out = DataWriter()
-    out.write_utf(class_name)
-    out.write_i32(version)
-    out.write_i32(COMPOSITE_MAGIC)
-    out.write_i32(outer_version)
-    out.write_bytes(outer_payload)
-    out.write_i32(NESTED_MAGIC)
-    out.write_i32(NESTED_VERSION)
-    out.write_i32(len(nested))
-    for snapshot in nested:
-        if not snapshot.raw:
-            raise FormatError(f"the snapshot of {snapshot.label} has no bytes to nest")
-        out.write_bytes(snapshot.raw)
-    return read_versioned_snapshot(DataReader(out.getvalue()), at_end)
 
 
 def _rebuilt_composite(

@@ -19,9 +19,12 @@ JDK types with a known serializer decode, nested to any depth: String, the boxed
 BigInteger, BigDecimal, `java.util.Date`, `java.sql.Date/Time/Timestamp`, UUID, URI, a few JDK
 enums, primitive, String and object arrays, the `java.util` lists, sets and maps of
 `CollectionSerializer`/`MapSerializer` (TreeSet/TreeMap without a comparator),
-`Arrays$ArrayList` and the `Collections` empty and singleton ones. Anything else (a user class
-through `FieldSerializer`, an enum whose constants the savepoint does not name, a registered
-serializer) is `Undecodable`: its bytes cannot be split without the class.
+`Arrays$ArrayList` and the `Collections` empty and singleton ones. A class of the user's own
+(`FieldSerializer`) and a user enum decode only with the job's classes (`Context.classpath`,
+read by `kryo_fields` from the class files): the object's value is then a dict of field name →
+value (primitive fields as Python scalars, the others as Kryo objects). Anything else (a user
+class without the class path, a registered serializer) is `Undecodable`: its bytes cannot be
+split without the class.
 
 Decoded values are `KryoObject(java_class, value)` trees (None for null), so that writing gives
 back the very bytes: the class picks the serializer, and an object read again through a
@@ -56,6 +59,7 @@ from statectl.formats.values.json_form import (
     sorted_json,
     time_of_day_json,
 )
+from statectl.formats.values.kryo_fields import KryoClasses
 from statectl.formats.values.model import Codec, Context, Raw, Undecodable, register
 from statectl.formats.values.scalars import decimal_of, unscaled_of
 
@@ -139,9 +143,14 @@ class Registry:
     by_id: dict[int, str]
     ids: dict[str, int]
     custom: dict[str, str]  # class → its registered serializer: values of it stay raw
+    classes: KryoClasses | None = None  # the user's classes, from the job's class path
 
 
-def build_registry(registrations: tuple[tuple[str, str | None], ...], dialect: Dialect) -> Registry:
+def build_registry(
+    registrations: tuple[tuple[str, str | None], ...],
+    dialect: Dialect,
+    classes: KryoClasses | None = None,
+) -> Registry:
     """`KryoUtils.applyRegistrations` from id 85: a class Kryo already knows keeps its id unless
     it comes with its own serializer; every other takes the next id."""
     by_id = dict(enumerate(_KRYO_IDS))
@@ -161,7 +170,7 @@ def build_registry(registrations: tuple[tuple[str, str | None], ...], dialect: D
         by_id[next_id] = name
         ids[name] = next_id
         next_id += 1
-    return Registry(by_id, ids, custom)
+    return Registry(by_id, ids, custom, classes)
 
 
 # --- families: how each class reads, writes and shows itself -------------------------------------
@@ -289,10 +298,48 @@ def family(java_class: str, registry: Registry) -> str:
         component = component_of(java_class)
         if component.startswith("[") or component in _FINAL_COMPONENTS | _OPEN_COMPONENTS:
             return "objects"
+        if registry.classes is not None and registry.classes.is_final(component) is not None:
+            return "objects"
         raise Undecodable(f"Kryo array of {component}: whether the class is final is not known")
     if java_class.startswith(("java.", "javax.", "scala.")):
         raise Undecodable(f"Kryo value of {java_class}: statectl does not read its serializer")
-    raise Undecodable(f"Kryo FieldSerializer of {java_class}: its fields are not in the savepoint")
+    if registry.classes is None:
+        raise Undecodable(
+            f"Kryo FieldSerializer of {java_class}: its fields are not in the savepoint"
+        )
+    if registry.classes.enum_constants(java_class) is not None:
+        return "enum"
+    registry.classes.layout(java_class)  # Undecodable, saying why, unless FieldSerializer
+    return "fields"
+
+
+def jdk_final(java_class: str) -> bool | None:
+    """`Kryo.isFinal` of a JDK class statectl knows; None for any other."""
+    if java_class in _FINAL_COMPONENTS:
+        return True
+    if java_class in _OPEN_COMPONENTS:
+        return False
+    return None
+
+
+def _component_final(component: str, registry: Registry) -> bool:
+    """Whether an object array's elements are written without a class tag (`Kryo.isFinal`
+    of the component; a nested array by its own rule as before)."""
+    if component.startswith("[") or component in _FINAL_COMPONENTS:
+        return True
+    if component in _OPEN_COMPONENTS or registry.classes is None:
+        return False
+    return registry.classes.is_final(component) is True
+
+
+def enum_constants(java_class: str, registry: Registry) -> tuple[str, ...]:
+    """A JDK enum's constants, or a user enum's from the class path."""
+    known = ENUMS.get(java_class)
+    if known is None and registry.classes is not None:
+        known = registry.classes.enum_constants(java_class)
+    if known is None:
+        raise Undecodable(f"Kryo enum {java_class}: its constants are not known")
+    return known
 
 
 def component_of(array_class: str) -> str:
@@ -301,9 +348,16 @@ def component_of(array_class: str) -> str:
     return inner[1:-1] if inner.startswith("L") and inner.endswith(";") else inner
 
 
-def uses_references(java_class: str, dialect: Dialect) -> bool:
+def uses_references(java_class: str, dialect: Dialect, registry: Registry | None = None) -> bool:
     """`MapReferenceResolver.useReferences`: not for wrappers (and, in Kryo 5, not for enums)."""
-    return java_class not in _WRAPPERS and not (dialect.kryo5 and java_class in ENUMS)
+    if java_class in _WRAPPERS:
+        return False
+    if not dialect.kryo5:
+        return True
+    if java_class in ENUMS:
+        return False
+    classes = registry.classes if registry is not None else None
+    return classes is None or classes.enum_constants(java_class) is None
 
 
 # --- reading -------------------------------------------------------------------------------------
@@ -519,7 +573,7 @@ class Reader:
     def read_object(self, java_class: str, may_be_null: bool) -> KryoObject | None:
         """`readObject(OrNull)`: the reference marker (or null flag), then the object."""
         start = self.pos
-        if not uses_references(java_class, self.dialect):
+        if not uses_references(java_class, self.dialect, self.registry):
             if may_be_null:
                 marker = self.varint()
                 if marker == _NULL:
@@ -653,7 +707,7 @@ def _read_uuid(r: Reader, _cls: str) -> tuple[int, int]:
 def _read_enum(r: Reader, java_class: str) -> str:
     start = r.pos
     ordinal = r.varint() - 1
-    constants = ENUMS[java_class]
+    constants = enum_constants(java_class, r.registry)
     if not 0 <= ordinal < len(constants):
         raise r.fail(f"ordinal {ordinal} of {java_class}", start)
     return constants[ordinal]
@@ -754,7 +808,7 @@ def _read_object_array(r: Reader, java_class: str) -> list[KryoObject | None]:
     component's elements by its serializer (null flag or reference marker), others tagged."""
     length = r.count("array", True)
     component = _STRING if java_class == "[Ljava.lang.String;" else component_of(java_class)
-    if component.startswith("[") or component in _FINAL_COMPONENTS:
+    if _component_final(component, r.registry):
         return [r.read_object(component, True) for _ in range(length)]
     return [r.class_and_object() for _ in range(length)]
 
@@ -769,6 +823,22 @@ def _read_singleton(r: Reader, _cls: str) -> list[Any]:
 
 def _read_singleton_map(r: Reader, _cls: str) -> list[Any]:
     return [(r.class_and_object(), r.class_and_object())]
+
+
+def _read_fields(r: Reader, java_class: str) -> dict[str, Any]:
+    """`FieldSerializer.read`: each field of the class path's layout, in Kryo's order: a
+    primitive directly, a final type by its serializer (reference marker or null flag), any
+    other as a class tag and an object (`kryo_fields`)."""
+    assert r.registry.classes is not None  # `family` said "fields"
+    values: dict[str, Any] = {}
+    for field in r.registry.classes.layout(java_class):
+        if field.primitive:
+            values[field.name] = _READERS[field.type_name](r, field.type_name)
+        elif field.value_class is None:
+            values[field.name] = r.class_and_object()
+        else:
+            values[field.name] = r.read_object(field.value_class, True)
+    return values
 
 
 _READERS: dict[str, Callable[[Reader, str], Any]] = {
@@ -804,6 +874,7 @@ _READERS: dict[str, Callable[[Reader, str], Any]] = {
     **{kind: _read_primitive_array for kind in _PRIMITIVE_ARRAYS.values()},
     "strings": _read_object_array,
     "objects": _read_object_array,
+    "fields": _read_fields,
 }
 
 
@@ -909,7 +980,7 @@ class Writer:
             return
         if not isinstance(obj, KryoObject) or obj.java_class != java_class:
             raise Undecodable(f"a {java_class} expected, not {obj!r}"[:200])
-        if uses_references(java_class, self.dialect):
+        if uses_references(java_class, self.dialect, self.registry):
             ref = self.written.get(id(obj))
             if ref is not None:
                 self.varint(ref + 2)
@@ -1022,7 +1093,7 @@ def _write_primitive_array(w: Writer, java_class: str, value: Any) -> None:
 def _write_object_array(w: Writer, java_class: str, items: list[Any]) -> None:
     w.varint(len(items) + 1)
     component = _STRING if java_class == "[Ljava.lang.String;" else component_of(java_class)
-    final = component.startswith("[") or component in _FINAL_COMPONENTS
+    final = _component_final(component, w.registry)
     for item in items:
         if final:
             w.write_object(item, component, True)
@@ -1031,7 +1102,7 @@ def _write_object_array(w: Writer, java_class: str, items: list[Any]) -> None:
 
 
 def _write_enum(w: Writer, java_class: str, name: str) -> None:
-    w.varint(ENUMS[java_class].index(name) + 1)
+    w.varint(enum_constants(java_class, w.registry).index(name) + 1)
 
 
 def _write_singletons(w: Writer, _cls: str, items: list[Any]) -> None:
@@ -1048,6 +1119,22 @@ def _java_int(value: Any, bits: int) -> int:
     if not isinstance(value, int) or not -(1 << (bits - 1)) <= value < 1 << (bits - 1):
         raise ValueError(f"{value!r} is not a {bits}-bit integer")
     return value
+
+
+def _write_fields(w: Writer, java_class: str, values: Any) -> None:
+    """`FieldSerializer.write`: the fields of a dict by the class path's layout."""
+    assert w.registry.classes is not None  # `family` said "fields"
+    layout = w.registry.classes.layout(java_class)
+    if not isinstance(values, dict) or set(values) != {field.name for field in layout}:
+        raise Undecodable(f"a {java_class} needs exactly the fields of its class: {values!r}"[:300])
+    for field in layout:
+        value = values[field.name]
+        if field.primitive:
+            _WRITERS[field.type_name](w, field.type_name, value)
+        elif field.value_class is None:
+            w.class_and_object(value)
+        else:
+            w.write_object(value, field.value_class, True)
 
 
 _WRITERS: dict[str, Callable[[Writer, str, Any], None]] = {
@@ -1083,6 +1170,7 @@ _WRITERS: dict[str, Callable[[Writer, str, Any], None]] = {
     **{kind: _write_primitive_array for kind in _PRIMITIVE_ARRAYS.values()},
     "strings": _write_object_array,
     "objects": _write_object_array,
+    "fields": _write_fields,
 }
 
 
@@ -1093,7 +1181,16 @@ def to_json(obj: KryoObject | None) -> Any:
     """The JSON form of a decoded Kryo object (docs/values.md)."""
     if obj is None:
         return None
+    if isinstance(obj.value, dict):  # a user class's fields (FieldSerializer)
+        return {name: _field_json(value) for name, value in obj.value.items()}
     return _JSON.get(_json_family(obj.java_class), _plain)(obj)
+
+
+def _field_json(value: Any) -> Any:
+    """A field's JSON: a Kryo object's, or a primitive field's (floats as `float_json`)."""
+    if value is None or isinstance(value, KryoObject):
+        return to_json(value)
+    return float_json(value) if isinstance(value, float) else value
 
 
 def _json_family(java_class: str) -> str:
@@ -1225,5 +1322,8 @@ def _kryo(snapshot: SerializerSnapshot, context: Context) -> Codec:
     ]
     if overridden:
         raise Undecodable(f"Kryo default serializer registered for {overridden[0]}")
-    registry = build_registry(tuple(snapshot.param("registrations", ())), dialect)
+    classes = None
+    if context.classpath is not None:
+        classes = KryoClasses(context.classpath, dialect.kryo, jdk_final)
+    registry = build_registry(tuple(snapshot.param("registrations", ())), dialect, classes)
     return KryoCodec(snapshot.type_name or "java.lang.Object", dialect, registry)

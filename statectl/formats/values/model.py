@@ -23,6 +23,8 @@ from statectl.formats.serializer_snapshots import SerializerSnapshot
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from statectl.formats.class_files import ClassFinder
+
 MAX_DEPTH = 48  # nested serializers; Flink's own types rarely nest beyond ten
 
 
@@ -158,14 +160,16 @@ def short_class(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Context:
-    """What a codec factory may need beyond the snapshot: who wrote the savepoint, how deep."""
+    """What a codec factory may need beyond the snapshot: who wrote the savepoint, how deep,
+    and the job's classes when given (Kryo's FieldSerializer of the user's classes)."""
 
     flink_major: int | None = None  # 1 or 2 (Kryo 2 or 5), from the `_metadata` version
     depth: int = 0
+    classpath: ClassFinder | None = None  # the job's jars/class directories, no JVM
 
     def codec(self, snapshot: SerializerSnapshot | None) -> Codec:
         """The codec of a nested snapshot; `Undecodable` when it cannot be read."""
-        codec = codec_for(snapshot, Context(self.flink_major, self.depth + 1))
+        codec = codec_for(snapshot, Context(self.flink_major, self.depth + 1, self.classpath))
         if isinstance(codec, RawCodec):
             raise Undecodable(codec.reason)
         return codec

@@ -1,0 +1,112 @@
+"""The job's classes for decoding (`--classpath JOB.jar`): jars and class folders, read
+without a JVM, searched in order as a class loader searches them (`formats.class_files` parses
+each class file)."""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from statectl.errors import FormatError
+from statectl.formats.class_files import MAX_CLASS_BYTES, ClassFile, parse_class
+
+
+class ClassPath:
+    """Jars (zip files, opened on first use) and directories of class files, searched in order
+    for a class by binary name, as a class loader does; parsed classes are kept."""
+
+    def __init__(self, entries: Iterable[str | os.PathLike[str]]) -> None:
+        self.entries = tuple(Path(entry) for entry in entries)
+        self._zips: dict[int, zipfile.ZipFile | None] = {}
+        self._classes: dict[str, ClassFile | None] = {}
+
+    def __repr__(self) -> str:
+        return f"ClassPath({[str(e) for e in self.entries]!r})"
+
+    def __enter__(self) -> ClassPath:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for archive in self._zips.values():
+            if archive is not None:
+                archive.close()
+        self._zips.clear()
+
+    def find(self, name: str) -> ClassFile | None:
+        """The class of binary name `name` (`a.b.C$D`), None when no entry has it."""
+        if name in self._classes:
+            return self._classes[name]
+        found = self._read(name)
+        if found is not None:
+            data, source = found
+            parsed = parse_class(data, source)
+            if parsed.name != name:
+                raise FormatError(f"holds class {parsed.name}, not {name}", source)
+            found_class: ClassFile | None = parsed
+        else:
+            found_class = None
+        self._classes[name] = found_class
+        return found_class
+
+    def load(self, name: str) -> ClassFile:
+        """The class of binary name `name`; `FormatError` when the class path lacks it."""
+        found = self.find(name)
+        if found is None:
+            raise FormatError(f"class {name} is not on the class path {self!r}")
+        return found
+
+    def hierarchy(self, name: str) -> Iterator[ClassFile]:
+        """The class, then its superclasses as far as the class path holds them (up to, not
+        including, the first one it lacks, such as java.lang.Object)."""
+        seen: set[str] = set()
+        current: str | None = name
+        while current is not None and current not in seen:
+            seen.add(current)
+            found = self.find(current)
+            if found is None:
+                return
+            yield found
+            current = found.super_name
+
+    def _read(self, name: str) -> tuple[bytes, str] | None:
+        if not name or name.startswith(("[", ".")) or "/" in name or ".." in name:
+            return None
+        relative = name.replace(".", "/") + ".class"
+        for index, entry in enumerate(self.entries):
+            if entry.is_dir():
+                path = entry / relative
+                if path.is_file():
+                    data = path.read_bytes()
+                    return data, str(path)
+                continue
+            archive = self._zip(index)
+            if archive is None:
+                continue
+            try:
+                info = archive.getinfo(relative)
+            except KeyError:
+                continue
+            if info.file_size > MAX_CLASS_BYTES:
+                raise FormatError(f"{relative} of {info.file_size} bytes", str(entry))
+            try:
+                return archive.read(info), f"{entry}!/{relative}"
+            except (zipfile.BadZipFile, OSError, EOFError) as exc:
+                raise FormatError(f"cannot read {relative}: {exc}", str(entry)) from None
+        return None
+
+    def _zip(self, index: int) -> zipfile.ZipFile | None:
+        if index not in self._zips:
+            entry = self.entries[index]
+            if not entry.is_file():
+                self._zips[index] = None
+                return None
+            try:
+                self._zips[index] = zipfile.ZipFile(entry)
+            except (zipfile.BadZipFile, OSError) as exc:
+                raise FormatError(f"not a jar (zip) file: {exc}", str(entry)) from None
+        return self._zips[index]
