@@ -426,6 +426,7 @@ def upgrade(
     *,
     to: str = "2.3",
     drop_unconvertible: bool = False,
+    classpath: Sequence[str] = (),
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
@@ -433,13 +434,17 @@ def upgrade(
     """A Flink 1.x savepoint rewritten so that Flink 2.x (`to`) restores it (`statectl
     upgrade -o`): every state `Savepoint.check_upgrade` flags converted (Kryo 2 values as Kryo
     5, POJO List, Map and Set fields as 2.x's collection serializers write them, snapshots and
-    `_metadata` as 2.x writes them). A state that cannot be converted raises StatectlError
-    naming it, and nothing is written, unless `drop_unconvertible` drops exactly those."""
+    `_metadata` as 2.x writes them). `classpath`: the job's jars or class folders, read for
+    user classes Kryo wrote field by field. A state that cannot be converted raises
+    StatectlError naming it, and nothing is written, unless `drop_unconvertible` drops exactly
+    those."""
     from statectl.operations.upgrade import plan_upgrade, write_upgrade
+    from statectl.savepoint.classpath import ClassPath
 
     sp = _opened(source, storage_options)
     sp.ensure_consistent()
-    plan = plan_upgrade(sp.parsed, to, drop_unconvertible=drop_unconvertible)
+    with ClassPath(classpath) as classes:
+        plan = plan_upgrade(sp.parsed, to, drop_unconvertible=drop_unconvertible, classpath=classes)
     return write_upgrade(
         plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
     )

@@ -14,7 +14,7 @@ commands that never read a state as a table load none of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -115,11 +115,14 @@ class Savepoint:
         """What `statectl verify` checks; `deep` walks every entry."""
         return checks.verify(self.parsed, deep)
 
-    def check_upgrade(self, target: str = "2.3") -> UpgradeCheck:
-        """Whether Flink `target` (2.x) restores each state (`statectl upgrade --check`)."""
+    def check_upgrade(self, target: str = "2.3", classpath: Sequence[str] = ()) -> UpgradeCheck:
+        """Whether Flink `target` (2.x) restores each state (`statectl upgrade --check`);
+        `classpath`: the job's jars or class folders, for Kryo values of user classes."""
         from statectl.operations.upgrade import check_upgrade
+        from statectl.savepoint.classpath import ClassPath
 
-        return check_upgrade(self.parsed, target)
+        with ClassPath(classpath) as classes:
+            return check_upgrade(self.parsed, target, classes)
 
     def positions(self, operator: str | None = None) -> PositionsReport:
         """Where every source resumes (`statectl positions`)."""

@@ -34,6 +34,14 @@ def upgrade_command(
             "--drop-unconvertible", help="Drop the states that cannot be converted (else: refuse)."
         ),
     ] = False,
+    classpath: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--classpath",
+            metavar="JAR_OR_DIR",
+            help="The job's jar or class folder, for user classes Kryo wrote (repeatable).",
+        ),
+    ] = None,
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
@@ -53,8 +61,9 @@ def upgrade_command(
     a POJO's List, Map and Set fields as Flink 2.x's collection serializers write them (their
     element types from the values), the serializer snapshots and `_metadata` (V6) as 2.x
     writes them; everything else is copied. A state that cannot be converted (a user class
-    Kryo wrote field by field) is refused in one line naming it, and nothing is written,
-    unless --drop-unconvertible drops exactly those states.
+    Kryo wrote field by field, without --classpath) is refused in one line naming it, and
+    nothing is written, unless --drop-unconvertible drops exactly those states. --classpath
+    JOB.jar reads the job's class files (no JVM) for the fields Kryo wrote.
 
     Examples:
 
@@ -78,11 +87,11 @@ def upgrade_command(
         output.warn_stale_staging(stale_staging(destination, options))
         written = statectl.upgrade(
             savepoint, destination, to=to, drop_unconvertible=drop_unconvertible,
-            overwrite=overwrite, storage_options=options,
+            classpath=classpath or (), overwrite=overwrite, storage_options=options,
         )  # fmt: skip
         upgrade_view.print_upgrade(written, json_output)
         return
-    report = savepoint.check_upgrade(to)
+    report = savepoint.check_upgrade(to, classpath or ())
     if json_output:
         upgrade_view.print_check_json(report)
     else:

@@ -37,6 +37,8 @@ from statectl.formats.values.source_splits import source_codec
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from statectl.formats.class_files import ClassFinder
+
 Buffer = bytes | bytearray | memoryview
 
 LIST_DELIMITER = 0x2C  # ListDelimitedSerializer / RocksDB's StringAppendOperator delimiter
@@ -414,10 +416,14 @@ def _codec(snapshot: SerializerSnapshot | None, context: Context) -> Codec:
 
 
 def keyed_codec(
-    meta: StateMetaInfo, key_snapshot: SerializerSnapshot | None, flink_major: int | None = None
+    meta: StateMetaInfo,
+    key_snapshot: SerializerSnapshot | None,
+    flink_major: int | None = None,
+    classpath: ClassFinder | None = None,
 ) -> StateCodec:
-    """The codec of a keyed state from its meta info and the header's key serializer."""
-    context = Context(flink_major)
+    """The codec of a keyed state from its meta info and the header's key serializer
+    (`classpath`: the job's classes, for values Kryo wrote field by field)."""
+    context = Context(flink_major, classpath=classpath)
     kind = meta.kind
     serializer = meta.value_serializer
     key = _codec(key_snapshot, context)
@@ -440,12 +446,15 @@ def keyed_codec(
 
 
 def operator_codec(
-    meta: StateMetaInfo | None, kind: str, flink_major: int | None = None
+    meta: StateMetaInfo | None,
+    kind: str,
+    flink_major: int | None = None,
+    classpath: ClassFinder | None = None,
 ) -> StateCodec:
     """Operator list elements (LIST/UNION) or broadcast map entries (BROADCAST)."""
     if meta is None:
         return StateCodec(kind, keyed=False)
-    context = Context(flink_major)
+    context = Context(flink_major, classpath=classpath)
     key = _codec(meta.key_serializer, context) if kind == "BROADCAST" else None
     value = _source_codec(meta) or _codec(meta.value_serializer, context)
     return StateCodec(kind, False, key, None, None, value)

@@ -31,6 +31,7 @@ from typing import Any
 
 from statectl.errors import StatectlError
 from statectl.formats import operator_state, source_state
+from statectl.formats.class_files import ClassFinder
 from statectl.formats.handles import IncrementalKeyedHandle
 from statectl.formats.metadata import CANONICAL_SAVEPOINT_PROPERTIES, OperatorState
 from statectl.formats.serializer_snapshots import SerializerSnapshot
@@ -92,8 +93,11 @@ class UpgradeCheck:
         return sum(s.verdict == verdict for s in self.states)
 
 
-def check_upgrade(sp: Savepoint, target: str = "2.3") -> UpgradeCheck:
-    """Every state's verdict (`StateVerdict`) for a restore by Flink `target` (2.x)."""
+def check_upgrade(
+    sp: Savepoint, target: str = "2.3", classpath: ClassFinder | None = None
+) -> UpgradeCheck:
+    """Every state's verdict (`StateVerdict`) for a restore by Flink `target` (2.x);
+    `classpath`: the job's classes, for Kryo values of user classes."""
     if not target.startswith("2."):
         raise StatectlError(f"--to {target}: only Flink 2.x is a target of upgrade")
     verdicts = []
@@ -101,7 +105,7 @@ def check_upgrade(sp: Savepoint, target: str = "2.3") -> UpgradeCheck:
         verify.ensure_consistent(sp, [op])
         label = entries.operator_label(op)
         for scope, meta, key in _states(sp, op):
-            verdict, reason = _verdict(sp, op, meta, key, scope)
+            verdict, reason = _verdict(sp, op, meta, key, scope, classpath)
             verdicts.append(
                 StateVerdict(label, op.operator_id_hex, meta.name, scope, verdict, reason)
             )
@@ -132,6 +136,7 @@ def _verdict(
     meta: StateMetaInfo,
     key: SerializerSnapshot | None,
     scope: str,
+    classpath: ClassFinder | None = None,
 ) -> tuple[str, str]:
     if sp.metadata.version >= 5:
         return OK, "written by Flink 2.x"
@@ -154,7 +159,7 @@ def _verdict(
         return OK, f"Kryo of {', '.join(types)}: the same bytes in Kryo 5"
     if not any(t in _OPEN_TYPES for t in types) and not _user_types(types):
         return WRONG, f"Kryo of {', '.join(types)}: Flink 2.x reads Kryo 2's bytes of it wrong"
-    return _kryo_values_verdict(sp, op, meta, key, scope, types)
+    return _kryo_values_verdict(sp, op, meta, key, scope, types, classpath)
 
 
 def _refused(snapshot: SerializerSnapshot) -> str | None:
@@ -190,12 +195,12 @@ def _user_types(types: list[str]) -> bool:
 
 def _kryo_values_verdict(
     sp: Savepoint, op: OperatorState, meta: StateMetaInfo, key: SerializerSnapshot | None,
-    scope: str, types: list[str],
+    scope: str, types: list[str], classpath: ClassFinder | None,
 ) -> tuple[str, str]:  # fmt: skip
     """Whether the state's values have the same bytes in Kryo 5: read as 1.x wrote them,
     written as 2.x would."""
     what = f"Kryo of {', '.join(types)}"
-    old, new = (_state_codec(meta, key, scope, major) for major in (1, 2))
+    old, new = (_state_codec(meta, key, scope, major, classpath) for major in (1, 2))
     for n, stored in enumerate(_stored_values(sp, op, meta, scope)):
         if n >= _VALUES_CHECKED:
             break
@@ -219,12 +224,16 @@ def _kryo_values_verdict(
 
 
 def _state_codec(
-    meta: StateMetaInfo, key: SerializerSnapshot | None, scope: str, flink_major: int
+    meta: StateMetaInfo,
+    key: SerializerSnapshot | None,
+    scope: str,
+    flink_major: int,
+    classpath: ClassFinder | None = None,
 ) -> StateCodec:
     if scope == "keyed":
-        return keyed_codec(meta, key, flink_major)
+        return keyed_codec(meta, key, flink_major, classpath)
     kind = "BROADCAST" if meta.backend_state_type == "BROADCAST" else "LIST"
-    return operator_codec(meta, kind, flink_major)
+    return operator_codec(meta, kind, flink_major, classpath)
 
 
 def _stored_values(
@@ -273,20 +282,24 @@ class _Conversion:
 
 
 def plan_upgrade(
-    sp: Savepoint, target: str = "2.3", *, drop_unconvertible: bool = False
+    sp: Savepoint,
+    target: str = "2.3",
+    *,
+    drop_unconvertible: bool = False,
+    classpath: ClassFinder | None = None,
 ) -> UpgradePlan:
     """Every state the check flags converted (Kryo 2 values written as Kryo 5, POJO List,
     Map and Set fields as 2.x's collection serializers write them, their snapshots as 2.x
     writes them), or, with `drop_unconvertible`, dropped; otherwise one that cannot be
     converted is a StatectlError naming it and why, and nothing is written."""
-    check = check_upgrade(sp, target)
+    check = check_upgrade(sp, target, classpath)
     keyed: dict[bytes, dict[str, StateChange]] = {}
     operator: dict[bytes, dict[str, OperatorStateChange]] = {}
     converted, dropped = [], []
     for verdict in (v for v in check.states if v.verdict in FAILING):
         op = next(o for o in sp.operators if o.operator_id_hex == verdict.operator_id)
         try:
-            conversion = _conversion(sp, op, verdict)
+            conversion = _conversion(sp, op, verdict, classpath)
         except (StatectlError, Undecodable) as exc:
             if not drop_unconvertible:
                 raise StatectlError(
@@ -374,21 +387,23 @@ def _add(
         operator.setdefault(op.operator_id, {})[verdict.state] = op_change
 
 
-def _conversion(sp: Savepoint, op: OperatorState, verdict: StateVerdict) -> _Conversion:
+def _conversion(
+    sp: Savepoint, op: OperatorState, verdict: StateVerdict, classpath: ClassFinder | None
+) -> _Conversion:
     """The state's meta info with its value serializer as 2.x writes it, and the function
     turning each stored value into 2.x's bytes; checked on every value now, so that writing
     cannot fail half-way."""
     meta, key = _meta(sp, op, verdict)
     if meta.name == source_state.LEGACY_KAFKA_STATE or _refused_for_good(meta, key):
         raise StatectlError(verdict.reason)
-    old = _state_codec(meta, key, verdict.scope, 1)
+    old = _state_codec(meta, key, verdict.scope, 1, classpath)
     stored = list(_stored_values(sp, op, meta, verdict.scope))
     hints = infer_hints(_element_codec(old), _user_values(old, stored))
     value_snapshot = meta.value_serializer
     assert value_snapshot is not None
     serializers = {**meta.serializers, "VALUE_SERIALIZER": upgraded_snapshot(value_snapshot, hints)}
     new_meta = dataclasses.replace(meta, serializers=serializers)
-    new = _state_codec(new_meta, key, verdict.scope, 2)
+    new = _state_codec(new_meta, key, verdict.scope, 2, classpath)
 
     def convert(data: bytes) -> bytes:
         return _converted(old, new, data)

@@ -19,6 +19,10 @@ class ClassPath:
 
     def __init__(self, entries: Iterable[str | os.PathLike[str]]) -> None:
         self.entries = tuple(Path(entry) for entry in entries)
+        for entry in self.entries:  # a mistyped --classpath is an error now, not a miss later
+            if not entry.is_dir() and not (entry.is_file() and zipfile.is_zipfile(entry)):
+                reason = "not a jar (zip) file" if entry.exists() else "no such file or folder"
+                raise FormatError(f"--classpath: {reason}", str(entry))
         self._zips: dict[int, zipfile.ZipFile | None] = {}
         self._classes: dict[str, ClassFile | None] = {}
 

@@ -75,3 +75,30 @@ def test_drop_unconvertible_drops_exactly_it(
 def test_check_and_output_are_exclusive(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(["upgrade", OLD, "--check", "-o", str(tmp_path / "x")], capsys)
     assert code == 2 and "exactly one" in err
+
+
+@pytest.fixture(scope="module")
+def job_jar(tmp_path_factory: pytest.TempPathFactory) -> str:
+    from tests.operations.test_upgrade_e2e import job_jar as build
+
+    return str(build("1.20.3", tmp_path_factory.mktemp("jar")))
+
+
+@pytest.mark.flink  # builds the job's jar with javac
+def test_with_the_jobs_jar_the_user_class_is_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], job_jar: str
+) -> None:
+    code, out, _ = run(["upgrade", OLD, "--check", "--json", "--classpath", job_jar], capsys)
+    verdicts = {s["state"]: s["verdict"] for s in json.loads(out)["states"]}
+    assert code == 1 and verdicts["kryo-custom"] == "ok"  # Kryo 2 and 5 write it alike
+    code, _, err = run(["upgrade", OLD, "-o", str(tmp_path / "up"), "--classpath", job_jar], capsys)
+    assert code == 0, err
+
+
+def test_a_classpath_entry_that_is_no_jar(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bogus = tmp_path / "job.jar"
+    bogus.write_text("not a zip")
+    code, _, err = run(["upgrade", OLD, "--check", "--classpath", str(bogus)], capsys)
+    assert code == 1 and "not a jar (zip) file" in err and len(err.strip().splitlines()) == 1

@@ -335,7 +335,9 @@ def test_class_path_order_hierarchy_and_missing_classes(tmp_path: Path) -> None:
     (tmp_path / "dir" / "p").mkdir(parents=True)
     (tmp_path / "dir" / "p" / "Child.class").write_bytes(other_child)
     jar = write_jar(tmp_path / "job.jar", {"p.Base": base, "p.Child": child})
-    with ClassPath([jar, tmp_path / "dir", tmp_path / "absent.jar"]) as path:
+    with pytest.raises(FormatError, match="no such file or folder"):
+        ClassPath([jar, tmp_path / "absent.jar"])  # refused as given, not missed later
+    with ClassPath([jar, tmp_path / "dir"]) as path:
         assert [f.name for f in path.load("p.Child").fields] == ["b"]  # the first entry wins
         assert [c.name for c in path.hierarchy("p.Child")] == ["p.Child", "p.Base"]
         assert path.find("p.Nope") is None and path.find("java.lang.String") is None
@@ -391,8 +393,8 @@ def test_bad_constant_references_and_bad_jars(tmp_path: Path) -> None:
     with pytest.raises(FormatError, match="not an entry of tag 7"):
         parse_class(bytes(data), "B.class")
     (tmp_path / "bad.jar").write_bytes(b"not a zip")
-    with ClassPath([tmp_path / "bad.jar"]) as path, pytest.raises(FormatError) as raised:
-        path.find("a.B")
+    with pytest.raises(FormatError, match="not a jar") as raised:
+        ClassPath([tmp_path / "bad.jar"])
     assert raised.value.source == str(tmp_path / "bad.jar")
     write_jar(tmp_path / "cut.jar", {"a.B": class_bytes("a.B")[:20]})
     with ClassPath([tmp_path / "cut.jar"]) as path, pytest.raises(FormatError) as raised:
