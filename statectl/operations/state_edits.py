@@ -1,9 +1,12 @@
-"""State-level edits: drop or rename a keyed state, turn its TTL on or off, replace its entries.
+"""State-level edits: drop or rename a state, turn a keyed state's TTL on or off, replace the
+entries of a state.
 
 An edit names a state of an operator of the input. `plan_state_edits` resolves the edits
-against the savepoint and says, per operator, what happens to each of its states
-(`keyed_rewrite.StateChange`); `migrate` then writes every subtask of those operators anew
-(`keyed_rewrite.write_subtask`) and carries the rest over as bytes.
+against the savepoint and says, per operator, what happens to each of its states: keyed
+states through `keyed_rewrite.StateChange` (every subtask's keyed state written anew by
+`keyed_rewrite.write_subtask`), operator list, union and broadcast states through
+`operator_rewrite.OperatorStateChange` (every subtask's operator-state file written anew);
+`migrate` carries the rest over as bytes.
 
 - **drop**: the state leaves every subtask's header and its entries are left out, so a job
   that no longer declares it restores without it.
@@ -14,7 +17,8 @@ against the savepoint and says, per operator, what happens to each of its states
   element, for a MAP each value (flink-state-values.md §5.1). Flink before 2.2 refuses to
   restore a state whose descriptor gained or lost TTL; after this it restores it as it is.
 - **TTL off**: the inverse.
-- **replace**: the state's entries are those of a table with the state's columns (`edit`).
+- **replace**: the state's entries are those of a table with the state's columns
+  (`transform.replacement` encodes it).
 """
 
 from __future__ import annotations
@@ -68,9 +72,11 @@ class StateEdit:
             return f"--rename-state {target}={self.new_name}"
         if self.action == TTL_ON:
             return f"--ttl {target}"
-        if self.action == REPLACE:
-            return f"the edit of {target}"
-        return f"--{self.action}-state {target}" if self.action != TTL_OFF else f"--no-ttl {target}"
+        if self.action == TTL_OFF:
+            return f"--no-ttl {target}"
+        if self.action == DROP:
+            return f"--drop-state {target}"
+        return f"the edit of {target}"
 
 
 @dataclass(frozen=True)
@@ -109,9 +115,8 @@ def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEdit
         op = source.find_operator(edit.operator)
         label = labels[op.operator_id] = entries.operator_label(op)
         keyed, operator = _keyed_states(source, op), _operator_states(source, op)
-        if edit.state in changes.get(op.operator_id, {}) or edit.state in operator_changes.get(
-            op.operator_id, {}
-        ):
+        edited = {*changes.get(op.operator_id, {}), *operator_changes.get(op.operator_id, {})}
+        if edit.state in edited:
             raise StatectlError(f"{edit.option}: state {edit.state!r} is edited twice", label)
         try:
             if edit.state in keyed:
