@@ -15,10 +15,12 @@ from statectl.errors import FormatError, StatectlError
 from statectl.formats import java_types, keyed_blocks
 from statectl.formats.handles import DistributionMode, IncrementalKeyedHandle, KeyGroupsHandle
 from statectl.formats.metadata import OperatorState, SubtaskState
+from statectl.formats.state_values import flink_major
 from statectl.operations.rescale.load import SubtaskLoads, default_candidates, subtask_loads
 from statectl.operations.rescale.plan import OldOperatorState, RescalePlan, subtasks_by_index
 from statectl.savepoint import native
-from statectl.savepoint.keyed import block_spans, canonical_header, iter_blocks
+from statectl.savepoint.entries import heap_entry_counts
+from statectl.savepoint.keyed import block_spans, canonical_header, is_heap_snapshot, iter_blocks
 from statectl.savepoint.model import Savepoint, describe_operator, has_state
 
 _HOTTEST = 5  # hot key groups named in a recommendation
@@ -192,6 +194,11 @@ def _add_canonical(
     if entries is None:
         return
     header = canonical_header(stream, handle)
+    if is_heap_snapshot(stream, handle):
+        flink = flink_major(sp.metadata.version)
+        for key_group, per_state in heap_entry_counts(stream, handle, header, len(sizes), flink):
+            entries[key_group] += sum(per_state.values())
+        return
     for span, block in iter_blocks(stream, spans):
         try:
             counts = keyed_blocks.count_entries(block, header.compressed, len(header.states))

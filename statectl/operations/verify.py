@@ -32,13 +32,12 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statectl.errors import FormatError, SavepointError, StatectlError, one_line
-from statectl.formats import keyed_blocks, operator_state, snappy_framed, state_headers
+from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError, one_line
+from statectl.formats import heap_snapshot, operator_state, snappy_framed, state_headers
 from statectl.formats.handles import (
     ChangelogByteIncrementHandle,
     ChangelogFileIncrementHandle,
     ChangelogHandle,
-    HandleCode,
     IncrementalKeyedHandle,
     KeyedHandle,
     KeyGroupsHandle,
@@ -54,13 +53,14 @@ from statectl.formats.java_types import (
 )
 from statectl.formats.key_groups import check_max_parallelism, key_group_range
 from statectl.formats.metadata import OperatorState, SubtaskState
-from statectl.formats.state_values import StateCodec
+from statectl.formats.state_values import StateCodec, flink_major
 from statectl.formats.values import Raw
 from statectl.formats.values.scalars import Scalar
 from statectl.savepoint import entries
 from statectl.savepoint.keyed import (
     block_spans,
     canonical_header,
+    is_heap_snapshot,
     iter_blocks,
     merge_keyed_headers,
     read_header,
@@ -138,15 +138,6 @@ def verify(
     return checker.result()
 
 
-def _heap_checkpoint(stream: StateStream, present: list[tuple[int, int]]) -> bool:
-    """Code 3/12 handles are full-snapshot checkpoints: the hashmap backend's own format since
-    Flink 1.15 (RocksDB checkpoints are native); tell it by its first key group above 0."""
-    for key_group, offset in present:
-        if key_group > 0 and offset + 4 <= stream.size:
-            return keyed_blocks.is_heap_checkpoint_block(stream.read(offset, offset + 4), key_group)
-    return False
-
-
 def ensure_consistent(
     sp: Savepoint, operators: Sequence[OperatorState] | None = None, *, copies_only: bool = False
 ) -> None:
@@ -183,6 +174,11 @@ class _Checker:
     headers: list[tuple[int | None, str, state_headers.KeyedStateHeader]] = field(
         default_factory=list
     )
+
+    @property
+    def flink(self) -> int:
+        """Which Flink wrote the savepoint (Kryo 2 or 5), as the readers take it."""
+        return flink_major(self.sp.metadata.version)
 
     def run(self, operators: Sequence[OperatorState]) -> None:
         self._check_properties()
@@ -420,15 +416,7 @@ class _Checker:
             self.add(at, exc.message)
             return
         self.stats["key_groups"] += len(spans)
-        present = [(span.key_group, span.start) for span in spans]
-        if handle.code != HandleCode.SAVEPOINT_KEY_GROUPS and _heap_checkpoint(stream, present):
-            self.add(
-                at,
-                "keyed state in the hashmap backend's checkpoint format, which statectl does not "
-                "read; take a savepoint (CANONICAL) of the job instead",
-                unreadable=True,
-            )
-            return
+        heap = is_heap_snapshot(stream, handle)  # the hashmap backend's own format (§4.8)
         op = where.op
         header = self._keyed_header(
             at, lambda: canonical_header(stream, handle), stream.description
@@ -438,7 +426,8 @@ class _Checker:
         self.headers.append((where.subtask, stream.description, header))
         if self.deep and spans:
             blocks = ((span.key_group, bytes(block)) for span, block in iter_blocks(stream, spans))
-            _BlockWalker(self, at, op.max_parallelism, header).walk(blocks, stream.description)
+            walker = _BlockWalker(self, at, op.max_parallelism, header, heap, self.flink)
+            walker.walk(blocks, stream.description)
 
     def _raw_offsets(self, at: _Where, handle: KeyGroupsHandle, size: int) -> None:
         """Raw keyed state (`KeyedStateCheckpointOutputStream`): no reader parses it, and a key
@@ -635,6 +624,9 @@ class _BlockWalker:
     at: _Where
     max_parallelism: int
     header: state_headers.KeyedStateHeader
+    heap: bool = False  # key groups in the hashmap backend's own snapshot format
+    flink: int | None = None
+    _heap_states: tuple[heap_snapshot.HeapState, ...] | None = None
 
     def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
         """Walk each (key group, block) as the readers do, then check every key's key group."""
@@ -644,6 +636,9 @@ class _BlockWalker:
         for key_group, block in blocks:
             try:
                 found = self._entries(key_group, block)
+            except UnsupportedError as exc:  # a state whose entries cannot be told apart
+                self.checker.add(self.at, f"key group {key_group}: {exc.message}", unreadable=True)
+                return
             except StatectlError as exc:
                 self.checker.add(self.at, f"key group {key_group}: {exc.message}")
                 continue
@@ -658,6 +653,12 @@ class _BlockWalker:
     def _entries(self, key_group: int, block: bytes) -> list[entries.KeyedEntry]:
         """The block's entries by the readers' rule (`entries.block_entries`); Snappy
         checksums are verify's own cross-check (§4.5)."""
+        if self.heap:  # `entries.HeapKeyedFile`'s rule, checksums verified too
+            if self._heap_states is None:
+                self._heap_states = heap_snapshot.heap_states(self.header, self.flink)
+            return entries.heap_entries(
+                key_group, block, self.header, self._heap_states, self.max_parallelism, True
+            )
         compressed = self.header.compressed
         data = snappy_framed.decompress_stream(block, verify=True) if compressed else block
         return list(entries.block_entries(key_group, data, self.header, False))

@@ -1,7 +1,9 @@
 """The logical entries of a savepoint's state, independent of parallelism and file layout.
 
 Shared by `diff` and `export`. Keyed state: every entry of every CANONICAL key-group block
-(flink-savepoint-format.md §4.4) or RocksDB native row (§5.2, read through `native`), with its
+(flink-savepoint-format.md §4.4), of every key group of the hashmap backend's own snapshot
+format (its checkpoints and NATIVE savepoints, §4.8, read through `heap_snapshot` into the
+canonical form) or RocksDB native row (§5.2, read through `native`), with its
 state (from the header, §4.2), key group, composite key (§4.6) and value. Operator state: every
 list element, and each broadcast state's map (§3.3). Changelog keyed state and raw state raise
 `UnsupportedError`.
@@ -13,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
-from statectl.formats import keyed_blocks, operator_state, state_headers
+from statectl.formats import heap_snapshot, keyed_blocks, operator_state, state_headers
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
@@ -35,7 +37,13 @@ from statectl.formats.state_values import (
 )
 from statectl.formats.values import RawCodec, Undecodable
 from statectl.savepoint import native
-from statectl.savepoint.keyed import batches, block_spans, canonical_header, iter_blocks
+from statectl.savepoint.keyed import (
+    batches,
+    block_spans,
+    canonical_header,
+    is_heap_snapshot,
+    iter_blocks,
+)
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
 
 OPERATOR_KINDS = {
@@ -124,7 +132,82 @@ class NativeKeyedFile(_SubtaskKeyedState):
                     yield KeyedEntry(state, key_group, bytes(key), bytes(value))
 
 
-KeyedSource = KeyedFile | NativeKeyedFile
+@dataclass(frozen=True)
+class HeapKeyedFile(_SubtaskKeyedState):
+    """One subtask's keyed state in the hashmap backend's own snapshot format (a retained
+    checkpoint or NATIVE savepoint of that backend), read into canonical entries."""
+
+    handle: KeyGroupsHandle
+    stream: StateStream
+
+    def header(self) -> KeyedStateHeader:
+        return canonical_header(self.stream, self.handle)
+
+    @property
+    def description(self) -> str:
+        return self.stream.description
+
+    def chunks(self, max_bytes: int) -> list[tuple[int, int]]:
+        """Contiguous key-group ranges of at most about `max_bytes` each."""
+        spans = block_spans(self.stream, self.handle)
+        return [(batch[0].key_group, batch[-1].key_group) for batch in batches(spans, max_bytes)]
+
+    def entries(
+        self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
+    ) -> Iterator[KeyedEntry]:
+        """Every entry, key group by key group (each read whole before its entries come)."""
+        header = header or self.header()
+        states = heap_snapshot.heap_states(header, self.flink_major)
+        spans = block_spans(self.stream, self.handle)
+        if key_groups:
+            spans = [s for s in spans if key_groups[0] <= s.key_group <= key_groups[1]]
+        for span, data in iter_blocks(self.stream, spans):
+            try:
+                found = heap_entries(span.key_group, data, header, states, self.max_parallelism)
+            except StatectlError as exc:
+                where = f"{self.stream.description} (key group {span.key_group})"
+                raise exc.with_source(where) from None
+            yield from found
+
+
+def heap_entries(
+    key_group: int,
+    data: keyed_blocks.Buffer,
+    header: KeyedStateHeader,
+    states: tuple[heap_snapshot.HeapState, ...],
+    max_parallelism: int,
+    verify_checksums: bool = False,
+) -> list[KeyedEntry]:
+    """The entries of one key group in the heap snapshot format, in canonical form, their
+    state ids resolved against `header` (the rule `verify --deep` walks them by too)."""
+    found = heap_snapshot.read_key_group(
+        data, key_group, states, header.compressed, max_parallelism, verify_checksums
+    )
+    return [KeyedEntry(header.states[e.state_id], key_group, e.key, e.value) for e in found]
+
+
+def heap_entry_counts(
+    stream: StateStream,
+    handle: KeyGroupsHandle,
+    header: KeyedStateHeader,
+    max_parallelism: int,
+    flink: int | None = None,
+) -> Iterator[tuple[int, dict[str, int]]]:
+    """(key group, entries per state name) of every key group of a heap-format file, read
+    whole (the heap format has no lengths to walk: `inspect --deep` and `plan` count this)."""
+    states = heap_snapshot.heap_states(header, flink)
+    for span, data in iter_blocks(stream, block_spans(stream, handle)):
+        try:
+            found = heap_entries(span.key_group, data, header, states, max_parallelism)
+        except StatectlError as exc:
+            raise exc.with_source(f"{stream.description} (key group {span.key_group})") from None
+        counts: dict[str, int] = {}
+        for entry in found:
+            counts[entry.state.name] = counts.get(entry.state.name, 0) + 1
+        yield span.key_group, counts
+
+
+KeyedSource = KeyedFile | NativeKeyedFile | HeapKeyedFile
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +235,8 @@ def check_readable(op: OperatorState) -> None:
 
 
 def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedSource]:
-    """Every subtask's keyed state: CANONICAL files, or RocksDB native instances."""
+    """Every subtask's keyed state: CANONICAL files, files in the hashmap backend's own
+    snapshot format, or RocksDB native instances."""
     check_readable(op)
     files: list[KeyedSource] = []
     for subtask in sp.subtasks(op):
@@ -168,7 +252,11 @@ def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedSource]:
             where = f"operator {describe_operator(op)} subtask {subtask.index}"
             files.append(NativeKeyedFile(*whose, native.native_instance(sp, handle, where)))
         elif isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
-            files.append(KeyedFile(*whose, handle, sp.stream(handle.delegate)))
+            stream = sp.stream(handle.delegate)
+            if is_heap_snapshot(stream, handle):
+                files.append(HeapKeyedFile(*whose, handle, stream))
+            else:
+                files.append(KeyedFile(*whose, handle, stream))
     return files
 
 

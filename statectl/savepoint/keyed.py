@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from statectl.errors import StatectlError, UnsupportedError
 from statectl.formats import keyed_blocks, state_headers
 from statectl.formats.handles import (
+    HandleCode,
     IncrementalKeyedHandle,
     KeyedHandle,
     KeyGroupsHandle,
@@ -118,6 +119,20 @@ def block_spans(stream: StateStream, handle: KeyGroupsHandle) -> list[BlockSpan]
         return keyed_blocks.block_spans(handle.start_key_group, handle.offsets, stream.size)
     except StatectlError as exc:
         raise exc.with_source(stream.description) from None
+
+
+def is_heap_snapshot(stream: StateStream, handle: KeyGroupsHandle) -> bool:
+    """Whether a code-12 file is in the hashmap backend's own snapshot format (its checkpoints
+    and NATIVE savepoints, `formats.heap_snapshot`) rather than canonical blocks (RocksDB's
+    full checkpoints): told by its first key group above 0, whose data starts with its id
+    (`keyed_blocks.is_heap_checkpoint_block`). A file of key group 0 alone reads as canonical."""
+    if handle.code == HandleCode.SAVEPOINT_KEY_GROUPS or handle.delegate is None:
+        return False
+    for span in block_spans(stream, handle):
+        if span.key_group > 0 and span.length >= 4:
+            head = stream.read(span.start, span.start + 4)
+            return keyed_blocks.is_heap_checkpoint_block(head, span.key_group)
+    return False
 
 
 def batches(spans: Sequence[BlockSpan], max_bytes: int) -> list[list[BlockSpan]]:

@@ -21,7 +21,13 @@ from statectl.formats.handles import HandleCode, KeyedHandle, KeyGroupsHandle, R
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo, write_keyed_header
 from statectl.savepoint import native
-from statectl.savepoint.entries import KeyedEntry, KeyedFile, KeyedSource, NativeKeyedFile
+from statectl.savepoint.entries import (
+    HeapKeyedFile,
+    KeyedEntry,
+    KeyedFile,
+    KeyedSource,
+    NativeKeyedFile,
+)
 from statectl.savepoint.files import OutputFile
 from statectl.savepoint.native_writer import InstanceWriter
 from statectl.savepoint.storage import Location
@@ -76,7 +82,7 @@ def plan_subtask(source: KeyedSource, changes: Mapping[str, StateChange]) -> Sub
 
 
 def key_groups_of(source: KeyedSource) -> tuple[int, int] | None:
-    if isinstance(source, KeyedFile):
+    if isinstance(source, KeyedFile | HeapKeyedFile):
         return source.handle.key_groups
     return source.instance.key_groups
 
@@ -99,7 +105,7 @@ def write_subtask(
 
 
 def _write_canonical(
-    rewrite: SubtaskRewrite, source: KeyedFile, output: Location, name: str
+    rewrite: SubtaskRewrite, source: KeyedFile | HeapKeyedFile, output: Location, name: str
 ) -> KeyGroupsHandle:
     first, last = source.handle.key_groups or (0, -1)
     offsets = [0] * (last - first + 1)  # 0: an empty key group, as Flink marks it
@@ -116,7 +122,7 @@ def _write_canonical(
 
 
 def _key_group_runs(
-    rewrite: SubtaskRewrite, source: KeyedFile, first: int, last: int
+    rewrite: SubtaskRewrite, source: KeyedFile | HeapKeyedFile, first: int, last: int
 ) -> Iterator[tuple[int, list[tuple[int, list[Row]]]]]:
     """Each non-empty key group's runs (new state id, rows), key groups ascending."""
     carried = itertools.groupby(source.entries(), key=lambda entry: entry.key_group)

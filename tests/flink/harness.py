@@ -318,6 +318,45 @@ def write_fixtures(
     return manifests
 
 
+# The hashmap backend's own snapshot format (retained checkpoints, NATIVE savepoints): FixtureJob
+# parameters per kind of `heap_snapshots`.
+HEAP_SNAPSHOT_KINDS: dict[str, dict[str, Any]] = {
+    "checkpoint": {"mode": "checkpoint"},
+    "checkpoint-compressed": {"mode": "checkpoint", "compression": True},
+    "checkpoint-maxp300": {"mode": "checkpoint", "max_parallelism": 300},
+    "checkpoint-maxp300-compressed": {
+        "mode": "checkpoint", "max_parallelism": 300, "compression": True,
+    },
+    "native-savepoint": {"format": "NATIVE"},
+}  # fmt: skip
+
+
+def heap_snapshots() -> dict[str, Path]:
+    """FixtureJob on the hashmap backend, one fixture directory per `HEAP_SNAPSHOT_KINDS` kind,
+    cached under .cache/flink/heap-snapshots-<hash of the sources>/<kind>/ (one JVM for all
+    when missing). A checkpoint's original location (its `_metadata`'s absolute paths) is
+    `originals/<kind>/` there, so `checkpoint_in_place` finds it in place."""
+    root = CACHE / compile_jobs().name.replace("classes-", "heap-snapshots-")
+    dirs = {kind: root / kind for kind in HEAP_SNAPSHOT_KINDS}
+    if all((d / "manifest.json").is_file() for d in dirs.values()):
+        return dirs
+    with _lock("heap-snapshots"):
+        if not all((d / "manifest.json").is_file() for d in dirs.values()):
+            shutil.rmtree(root, ignore_errors=True)
+            staging = root / ".staging"
+            specs = [
+                fixture_spec(
+                    staging / kind, checkpoint_base=str(root / "originals" / kind), **params
+                )
+                for kind, params in HEAP_SNAPSHOT_KINDS.items()
+            ]
+            write_fixtures(specs)
+            for kind in HEAP_SNAPSHOT_KINDS:
+                os.replace(staging / kind, dirs[kind])
+            shutil.rmtree(staging, ignore_errors=True)
+    return dirs
+
+
 def write_fixture(out_dir: str | Path, **params: Any) -> Path:
     """Runs the fixture job once into out_dir and returns its manifest.json path.
 

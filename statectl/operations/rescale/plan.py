@@ -42,6 +42,7 @@ from statectl.savepoint.keyed import (
     batches,
     block_spans,
     header_end,
+    is_heap_snapshot,
     merge_keyed_headers,
     read_header,
 )
@@ -194,7 +195,11 @@ def plan_rescale(
             plans.append(
                 _plan_new_max_parallelism(sp, op, new_parallelism, max_parallelism, native_out)
             )
-        elif native_in or (native_out and has_keyed_state(op)):
+        elif (
+            native_in
+            or (native_out and has_keyed_state(op))
+            or (keyed_format == "canonical" and has_heap_keyed_state(sp, op))
+        ):  # the hashmap backend's own format is converted too (refused there, for now)
             plans.append(plan_operator(sp, op, new_parallelism or op.parallelism, None, native_out))
         elif new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
             plans.append(OperatorPlan(op, op.parallelism, None))
@@ -205,6 +210,16 @@ def plan_rescale(
 
 def has_keyed_state(op: OperatorState) -> bool:
     return any(s.managed_keyed_state is not None for s in op.subtasks or () if not s.finished)
+
+
+def has_heap_keyed_state(sp: Savepoint, op: OperatorState) -> bool:
+    """Whether keyed files of `op` are in the hashmap backend's own snapshot format."""
+    return any(
+        isinstance(handle, KeyGroupsHandle)
+        and handle.delegate is not None
+        and is_heap_snapshot(sp.stream(handle.delegate), handle)
+        for handle in (s.managed_keyed_state for s in op.subtasks or () if not s.finished)
+    )
 
 
 def has_native_keyed_state(op: OperatorState) -> bool:
@@ -312,6 +327,13 @@ def _old_keyed_files(sp: Savepoint, subtasks: Sequence[SubtaskState | None]) -> 
         handle = subtask.managed_keyed_state if subtask else None
         if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
+            if is_heap_snapshot(stream, handle):
+                raise UnsupportedError(
+                    "keyed state in the hashmap backend's checkpoint format: statectl reads it "
+                    "(inspect, verify, export) but cannot rescale or convert it yet; take a "
+                    "savepoint (CANONICAL) of the job instead",
+                    stream.description,
+                )
             header, info = read_header(stream, header_end(stream, handle))
             files.append(_OldKeyedFile(stream, header, info, tuple(block_spans(stream, handle))))
     return files
