@@ -37,7 +37,12 @@ from statectl.formats.metadata import CANONICAL_SAVEPOINT_PROPERTIES, OperatorSt
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import MAP_NULL_VALUE, StateCodec, keyed_codec, operator_codec
-from statectl.formats.upgrade import infer_hints, upgrade_value, upgraded_snapshot
+from statectl.formats.upgrade import (
+    COLLECTION_KINDS,
+    infer_hints,
+    upgrade_value,
+    upgraded_snapshot,
+)
 from statectl.formats.values import Codec, Raw, RawCodec, Undecodable
 from statectl.formats.values.kryo import KRYO_SNAPSHOT
 from statectl.operations import verify
@@ -60,7 +65,6 @@ _BOXED = ("String", "Long", "Integer", "Short", "Byte", "Boolean", "Character", 
 _SAME_IN_KRYO_5 = frozenset(f"java.lang.{name}" for name in _BOXED)
 # Type names a Kryo snapshot can hold that say nothing of the runtime class.
 _OPEN_TYPES = frozenset({"java.lang.Object", "java.io.Serializable", "java.lang.Comparable"})
-_COLLECTION_FIELDS = frozenset({"java.util.List", "java.util.Map", "java.util.Set"})
 _POJO_SNAPSHOT = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 _SCALA_PREFIX = "org.apache.flink.api.scala."
 _VALUES_CHECKED = 100_000  # entries of one Kryo state read to decide its verdict
@@ -171,7 +175,10 @@ def _refused(snapshot: SerializerSnapshot) -> str | None:
             return f"{node.label}: a serializer snapshot of before Flink 1.7, gone in Flink 2.x"
         if node.class_name == _POJO_SNAPSHOT:
             for name, field in zip(node.field_names, node.nested, strict=False):
-                if field.class_name == KRYO_SNAPSHOT and field.type_name in _COLLECTION_FIELDS:
+                # 2.x gives a parameterized List, Map or Set field (interface or JDK class)
+                # its collection serializer; a raw one stays Kryo, which the snapshot (erased)
+                # cannot tell: flagged, and `upgrade` says so if it finds no element types.
+                if field.class_name == KRYO_SNAPSHOT and field.type_name in COLLECTION_KINDS:
                     return (
                         f"POJO {node.type_name} field {name!r} ({field.type_name}): Flink 1.x "
                         "serialized it with Kryo, Flink 2.x with its collection serializers"
