@@ -6,6 +6,8 @@ STAMP := $(VENV)/.installed
 DEMO_SAVEPOINT := tests/fixtures/hashmap_canonical_files/savepoint
 DEMO_OUT := .cache/demo/rescaled-p3
 DEMO_REHASHED := .cache/demo/rehashed-m256
+DEMO_VALUES := tests/fixtures/values/2.3.0-hashmap-canonical/savepoint
+DEMO_OLD := tests/fixtures/values/1.20.3-rocksdb-native/savepoint
 
 .PHONY: setup demo test test-fast lint format bench clean
 
@@ -25,6 +27,12 @@ demo: setup
 	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_OUT) --parallelism 3 --overwrite
 	$(VENV)/bin/statectl inspect $(DEMO_OUT)
 	$(VENV)/bin/statectl rescale $(DEMO_SAVEPOINT) -o $(DEMO_REHASHED) --max-parallelism 256 -p 2 --overwrite --no-head-start
+	# Values: every state of a job with POJO, Tuple, Row, Kryo and TTL state, typed, as Parquet;
+	# one state edited with Spark SQL; a Flink 1.20 savepoint checked, then upgraded, for 2.x.
+	$(VENV)/bin/statectl export $(DEMO_VALUES) -o .cache/demo/values --typed --overwrite
+	$(VENV)/bin/statectl transform $(DEMO_VALUES) -o .cache/demo/edited --overwrite --operator values --state string --sql "SELECT key, namespace, upper(value) AS value FROM state WHERE key <> 'k03'"
+	-$(VENV)/bin/statectl upgrade $(DEMO_OLD) --check
+	$(VENV)/bin/statectl upgrade $(DEMO_OLD) -o .cache/demo/upgraded --drop-unconvertible --overwrite
 
 test: setup flink-jars
 	$(PY) -m pytest
