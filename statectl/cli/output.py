@@ -621,6 +621,7 @@ def _subtask_plan_json(plan: OperatorPlan, target: SubtaskTarget) -> dict[str, A
         ],
         "keyed_bytes": keyed.size if keyed else 0,
         **({"native_sources": _native_sources(keyed)} if keyed and keyed.native else {}),
+        **({"heap_sources": _heap_sources(keyed)} if keyed and keyed.heap else {}),
         "operator_state": {
             share.name: {"mode": share.mode.name, "elements": len(share.spans)}
             for share in (operator.states if operator else ())
@@ -647,6 +648,19 @@ def _native_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
             "instance_bytes": run.instance.size,
         }
         for run in keyed.native
+    ]
+
+
+def _heap_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
+    """Key groups a new subtask reads from files in the hashmap backend's own snapshot format
+    (its keyed bytes are known only once written as blocks)."""
+    return [
+        {
+            "file": run.source.description,
+            "key_groups": [run.spans[0].key_group, run.spans[-1].key_group],
+            "bytes": run.size,
+        }
+        for run in keyed.heap
     ]
 
 
@@ -693,6 +707,12 @@ def _plan_subtask_row(sub: dict[str, Any]) -> tuple[str, ...]:
         + [
             "RocksDB {}…: key groups {}–{}".format(s["backend_id"][:8], *s["key_groups"])
             for s in sub.get("native_sources", ())
+        ]
+        + [
+            "{} (heap format): key groups {}–{}".format(
+                s["file"].rsplit("/", 1)[-1], *s["key_groups"]
+            )
+            for s in sub.get("heap_sources", ())
         ]
     )
     states = "\n".join(

@@ -11,7 +11,7 @@ list element, and each broadcast state's map (§3.3). Changelog keyed state and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
@@ -38,6 +38,7 @@ from statectl.formats.state_values import (
 from statectl.formats.values import RawCodec, Undecodable
 from statectl.savepoint import native
 from statectl.savepoint.keyed import (
+    StateIdMap,
     batches,
     block_spans,
     canonical_header,
@@ -184,6 +185,43 @@ def heap_entries(
         data, key_group, states, header.compressed, max_parallelism, verify_checksums
     )
     return [KeyedEntry(header.states[e.state_id], key_group, e.key, e.value) for e in found]
+
+
+# One key group of a heap-format file as rows: (key group, [(state id, [(key, value)])]).
+HeapKeyGroup = tuple[int, list[tuple[int, list[tuple[bytes, bytes]]]]]
+
+
+def heap_key_group_rows(
+    stream: StateStream,
+    spans: Sequence[keyed_blocks.BlockSpan],
+    header: bytes,
+    max_parallelism: int,
+    flink: int | None = None,
+    state_id_map: StateIdMap | None = None,
+) -> Iterator[HeapKeyGroup]:
+    """Every key group of `spans` (of a file in the heap snapshot format whose header is the
+    bytes `header`) that holds entries: its entries in canonical form, grouped by state id
+    (renumbered by `state_id_map`), ids ascending, each state's entries in the order written.
+    What rescale writes as canonical blocks or RocksDB rows, and re-hashes."""
+    try:
+        info = state_headers.parse_keyed_header(header)
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
+    states = heap_snapshot.heap_states(info, flink)
+    mapping = dict(state_id_map or ())
+    for span, data in iter_blocks(stream, spans):
+        try:
+            found = heap_snapshot.read_key_group(
+                data, span.key_group, states, info.compressed, max_parallelism
+            )
+        except StatectlError as exc:
+            raise exc.with_source(f"{stream.description} (key group {span.key_group})") from None
+        by_state: dict[int, list[tuple[bytes, bytes]]] = {}
+        for entry in found:
+            state_id = mapping.get(entry.state_id, entry.state_id)
+            by_state.setdefault(state_id, []).append((entry.key, entry.value))
+        if by_state:
+            yield span.key_group, sorted(by_state.items(), key=lambda item: item[0])
 
 
 def heap_entry_counts(

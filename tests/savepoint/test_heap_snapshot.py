@@ -217,17 +217,3 @@ def test_a_flipped_byte_in_a_key_group_is_refused(
     file.write_bytes(bytes(data))
     line = _refused(command, copy, file, tmp_path)
     assert "key group" in line and "offset" in line, line
-
-
-@pytest.mark.parametrize(
-    "argv", [["rescale", "-p", "3"], ["convert"], ["rescale", "--max-parallelism", "256"]],
-    ids=["rescale", "convert", "rehash"],
-)  # fmt: skip
-def test_rescale_and_convert_are_refused_in_one_line(
-    fixtures: dict[str, Path], tmp_path: Path, argv: list[str]
-) -> None:
-    path = str(_path(fixtures, "checkpoint"))
-    code, _, err = cli(argv[0], path, *argv[1:], "-o", str(tmp_path / "o"))
-    assert code == 1 and err.count("\n") == 1, err
-    assert "cannot rescale or convert it yet" in err
-    assert not (tmp_path / "o").exists()

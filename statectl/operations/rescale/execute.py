@@ -27,6 +27,7 @@ from statectl.formats.handles import (
 )
 from statectl.operations.rescale.plan import (
     BlockRun,
+    HeapRun,
     KeyedTarget,
     NativeRun,
     OperatorTarget,
@@ -34,6 +35,7 @@ from statectl.operations.rescale.plan import (
 )
 from statectl.operations.rescale.rekey import Chunk, RekeyOperator
 from statectl.savepoint import native
+from statectl.savepoint.entries import HeapKeyGroup, heap_key_group_rows
 from statectl.savepoint.files import CopyTask, OutputFile, copy_file
 from statectl.savepoint.native_writer import InstanceWriter, NativeOutput
 from statectl.savepoint.storage import Location, locate
@@ -66,6 +68,7 @@ def task_bytes(task: Task) -> int:
         for run in task.keyed.native:
             owned = run.instance.key_groups or (run.first, run.last)
             size += run.instance.size * (run.last - run.first + 1) // (owned[1] - owned[0] + 1)
+        size += sum(run.size for run in task.keyed.heap)
     if task.operator is not None:
         size += task.operator.size
     return size
@@ -84,10 +87,11 @@ def task_work(task: Task) -> tuple[int, int]:
 
 
 def moves_rows(task: Task) -> bool:
-    """Whether the task moves RocksDB rows through Python one by one (native input or output):
-    work that holds the GIL, which a driver's threads cannot share but Spark's processes can."""
+    """Whether the task moves RocksDB rows or heap-format entries through Python one by one
+    (native input or output, heap input): work that holds the GIL, which a driver's threads
+    cannot share but Spark's processes can."""
     keyed = task.keyed if isinstance(task, SubtaskTarget) else None
-    return keyed is not None and (bool(keyed.native) or keyed.output is not None)
+    return keyed is not None and (bool(keyed.native or keyed.heap) or keyed.output is not None)
 
 
 def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None) -> Result:
@@ -118,6 +122,8 @@ def _write_keyed(
             _write_run(out, run, offsets, first, target.compressed)
         for native_run in target.native:
             _write_native_run(out, native_run, offsets, first)
+        for heap_run in target.heap:
+            _write_heap_run(out, heap_run, offsets, first)
     finally:
         size = out.close()
     return _keyed_handle(name, size, first, offsets)
@@ -151,6 +157,28 @@ def _write_native_run(
     for key_group, block in blocks:
         offsets[key_group - first_key_group] = out.pos
         out.write(block)
+
+
+def _heap_key_groups(run: HeapRun) -> Iterator[HeapKeyGroup]:
+    """The run's key groups as rows per state id of the new header (`entries`)."""
+    return heap_key_group_rows(
+        run.source, run.spans, run.header, run.max_parallelism, run.flink_major, run.state_id_map
+    )
+
+
+def _write_heap_run(
+    out: OutputFile, run: HeapRun, offsets: list[int], first_key_group: int
+) -> None:
+    """Canonical blocks built from key groups in the hashmap backend's own snapshot format,
+    each state's entries in the order that format holds them (Flink's own canonical savepoint
+    of the hashmap backend writes its maps' order too)."""
+    for key_group, states in _heap_key_groups(run):
+        offsets[key_group - first_key_group] = out.pos
+        try:
+            out.write(keyed_blocks.build_block(states))
+        except ValueError as exc:
+            where = f"{run.source.description} (key group {key_group})"
+            raise FormatError(str(exc), where) from None
 
 
 def _write_operator(target: OperatorTarget, output: Location, name: str) -> OperatorStateHandle:
@@ -253,11 +281,12 @@ def _keyed_handle(
 def write_native_keyed(
     target: KeyedTarget, how: NativeOutput, output: Location, name: str
 ) -> IncrementalKeyedHandle:
-    """A new subtask's RocksDB instance from canonical block runs and old instances' rows.
+    """A new subtask's RocksDB instance from canonical block runs, heap-format runs and old
+    instances' rows.
 
     Runs come in key-group order, so each column family receives its rows ascending; the
-    entries of a canonical block are sorted per state (the hashmap backend writes them in its
-    maps' order, RocksDB's iterator in key order)."""
+    entries of a canonical block or heap-format key group are sorted per state (the hashmap
+    backend writes them in its maps' order, RocksDB's iterator in key order)."""
     with InstanceWriter(how.families, target.key_groups, how.prefix_bytes) as instance:
         others = list(target.native)
         if not target.runs and others:  # the widest old instance clipped by RocksDB
@@ -266,6 +295,10 @@ def write_native_keyed(
             others.remove(widest)
         for run in target.runs:
             _put_block_run(instance, run, target.compressed)
+        for heap_run in target.heap:  # in key-group order: each family's rows ascend
+            for _, states in _heap_key_groups(heap_run):
+                for state_id, entries in states:
+                    instance.put_rows(state_id, sorted(entries))
         for native_run in others:
             with native.opened(native_run.instance) as db:
                 for family, state_id in native_run.states:

@@ -36,7 +36,12 @@ from statectl.operations.rescale.execute import (
     write_rekeyed,
 )
 from statectl.operations.rescale.plan import OperatorPlan, RescalePlan, has_native_keyed_state
-from statectl.operations.rescale.rekey import NativeSource, RekeyOperator, RekeySource
+from statectl.operations.rescale.rekey import (
+    HeapSource,
+    NativeSource,
+    RekeyOperator,
+    RekeySource,
+)
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
@@ -55,7 +60,7 @@ class OperatorReport:
     bytes: int
     old_max_parallelism: int
     new_max_parallelism: int
-    old_keyed_format: str | None = None  # "native" or "canonical"; None: no keyed state
+    old_keyed_format: str | None = None  # "native", "canonical" or "heap"; None: no keyed state
     new_keyed_format: str | None = None
     keyed_bytes: tuple[int, ...] = ()  # per new subtask, when keyed state was written
 
@@ -129,9 +134,11 @@ def assemble(
 
 def _properties(plan: RescalePlan, properties: bytes) -> bytes:
     """The savepoint's format type says what its keyed state now is: CANONICAL once native
-    state was written as blocks, NATIVE once all of it is RocksDB instances."""
+    state (RocksDB instances, or the hashmap backend's own snapshot format) was written as
+    blocks, NATIVE once all of it is RocksDB instances. A checkpoint's properties are kept."""
     written = [(p, p.writes_native) for p in plan.operators if p.rescaled and p.has_keyed_state]
-    if any(not out and has_native_keyed_state(p.operator) for p, out in written):
+    native_in = [has_native_keyed_state(p.operator) or p.reads_heap for p, _ in written]
+    if any(not out and was for (_, out), was in zip(written, native_in, strict=True)):
         return native.canonical_savepoint_properties(properties)
     if written and all(out for _, out in written):
         return native.native_savepoint_properties(properties)
@@ -228,7 +235,10 @@ def _keyed_formats(plan: OperatorPlan) -> tuple[str | None, str | None]:
     """The operator's keyed format before and after (None, None: no keyed state written)."""
     if not plan.rescaled or not plan.has_keyed_state:
         return None, None
-    old = "native" if has_native_keyed_state(plan.operator) else "canonical"
+    if has_native_keyed_state(plan.operator):
+        old = "native"
+    else:
+        old = "heap" if plan.reads_heap else "canonical"
     return old, "native" if plan.writes_native else "canonical"
 
 
@@ -349,7 +359,8 @@ def rekey(
         return 0, item[3].size
 
     def reads_rows(item: tuple[int, int, RekeyOperator, RekeySource]) -> bool:
-        return isinstance(item[3], NativeSource)  # RocksDB rows one by one: GIL-bound
+        # RocksDB rows, heap-format entries one by one: GIL-bound
+        return isinstance(item[3], NativeSource | HeapSource)
 
     return engine.sort_partitions(
         sources, records, bases[-1], write, work=source_work, spark_only=reads_rows

@@ -8,12 +8,14 @@ operator state follows §3.6 via `operator_state_plan`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import FormatError, StatectlError, UnsupportedError
 from statectl.formats import java_types, state_headers
 from statectl.formats.handles import (
+    HandleCode,
     IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
@@ -23,6 +25,7 @@ from statectl.formats.keyed_blocks import BlockSpan
 from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.formats.operator_state import Span, StateElements
 from statectl.formats.state_headers import KeyedStateHeader
+from statectl.formats.state_values import flink_major
 from statectl.operations.rescale.operator_state_plan import (
     ElementSource,
     StateAssignment,
@@ -30,6 +33,7 @@ from statectl.operations.rescale.operator_state_plan import (
 )
 from statectl.operations.rescale.rekey import (
     CanonicalSource,
+    HeapSource,
     KeyRegrouper,
     NativeSource,
     RekeyOperator,
@@ -84,6 +88,28 @@ class NativeRun:
 
 
 @dataclass(frozen=True, slots=True)
+class HeapRun:
+    """Key groups of one old file in the hashmap backend's own snapshot format (a retained
+    checkpoint or NATIVE savepoint of that backend), read through `heap_snapshot` into
+    canonical entries and written as canonical blocks (or RocksDB rows).
+
+    `spans` are the key groups' byte ranges in the old file, `header` the old file's header
+    (its codecs read the entries); `state_id_map` as for `BlockRun`.
+    """
+
+    source: StateStream
+    spans: tuple[BlockSpan, ...]
+    header: bytes
+    max_parallelism: int
+    flink_major: int
+    state_id_map: StateIdMap | None = None
+
+    @property
+    def size(self) -> int:
+        return sum(span.length for span in self.spans)
+
+
+@dataclass(frozen=True, slots=True)
 class KeyedTarget:
     key_groups: tuple[int, int]
     header: bytes
@@ -91,10 +117,11 @@ class KeyedTarget:
     runs: tuple[BlockRun, ...]
     native: tuple[NativeRun, ...] = ()  # RocksDB instances converted to canonical blocks
     output: NativeOutput | None = None  # set: written as a RocksDB instance, not blocks
+    heap: tuple[HeapRun, ...] = ()  # heap-format key groups converted to canonical blocks
 
     @property
     def size(self) -> int:
-        """Bytes known before writing (native runs are only known once converted)."""
+        """Bytes known before writing (native and heap runs are only known once converted)."""
         return len(self.header) + sum(run.size for run in self.runs)
 
 
@@ -156,6 +183,13 @@ class OperatorPlan:
         return self.rekey is not None or any(t.keyed is not None for t in self.targets or ())
 
     @property
+    def reads_heap(self) -> bool:
+        """Its keyed state is read from the hashmap backend's own snapshot format."""
+        if self.rekey is not None:
+            return any(isinstance(source, HeapSource) for source in self.rekey.sources)
+        return any(t.keyed is not None and t.keyed.heap for t in self.targets or ())
+
+    @property
     def writes_native(self) -> bool:
         """Its keyed state is written as RocksDB instances."""
         if self.rekey is not None:
@@ -180,7 +214,9 @@ def plan_rescale(
 
     `keyed_format` is "native" (RocksDB instances) or "canonical" (key-group blocks); None keeps
     each operator's own. Operators whose keyed state changes format, or stays native, are
-    always planned, at their own parallelism when no new one is given.
+    always planned, at their own parallelism when no new one is given; so is keyed state in the
+    hashmap backend's own snapshot format (its checkpoints, NATIVE savepoints), written as
+    canonical blocks (or RocksDB instances).
     A new `max_parallelism` applies to every operator; keyed state is then re-hashed.
     """
     wanted = {sp.find_operator(name).operator_id: n for name, n in (overrides or {}).items()}
@@ -195,11 +231,7 @@ def plan_rescale(
             plans.append(
                 _plan_new_max_parallelism(sp, op, new_parallelism, max_parallelism, native_out)
             )
-        elif (
-            native_in
-            or (native_out and has_keyed_state(op))
-            or (keyed_format == "canonical" and has_heap_keyed_state(sp, op))
-        ):  # the hashmap backend's own format is converted too (refused there, for now)
+        elif native_in or (native_out and has_keyed_state(op)) or has_heap_keyed_state(sp, op):
             plans.append(plan_operator(sp, op, new_parallelism or op.parallelism, None, native_out))
         elif new_parallelism is None or not has_state(op) or new_parallelism == op.parallelism:
             plans.append(OperatorPlan(op, op.parallelism, None))
@@ -318,25 +350,37 @@ class _OldKeyedFile:
     header: bytes
     info: KeyedStateHeader
     spans: tuple[BlockSpan, ...]
+    heap: bool  # in the hashmap backend's own snapshot format, not canonical blocks
 
 
 def _old_keyed_files(sp: Savepoint, subtasks: Sequence[SubtaskState | None]) -> list[_OldKeyedFile]:
-    """The canonical keyed-state file of every subtask that has one, read by `keyed`."""
+    """The keyed-state file (canonical, or in the hashmap backend's own snapshot format) of
+    every subtask that has one, read by `keyed`.
+
+    One backend wrote a checkpoint's files: when one is in the heap snapshot format, so are the
+    others of its kind (code 12; one of key group 0 alone cannot tell by itself,
+    `is_heap_snapshot`). Heap-format files next to savepoint files (code 7) are refused."""
     files = []
+    checkpoint_files = []
     for subtask in subtasks:
         handle = subtask.managed_keyed_state if subtask else None
         if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
-            if is_heap_snapshot(stream, handle):
-                raise UnsupportedError(
-                    "keyed state in the hashmap backend's checkpoint format: statectl reads it "
-                    "(inspect, verify, export) but cannot rescale or convert it yet; take a "
-                    "savepoint (CANONICAL) of the job instead",
-                    stream.description,
-                )
+            heap = is_heap_snapshot(stream, handle)
             header, info = read_header(stream, header_end(stream, handle))
-            files.append(_OldKeyedFile(stream, header, info, tuple(block_spans(stream, handle))))
-    return files
+            spans = tuple(block_spans(stream, handle))
+            files.append(_OldKeyedFile(stream, header, info, spans, heap))
+            checkpoint_files.append(handle.code != HandleCode.SAVEPOINT_KEY_GROUPS)
+    if not any(f.heap for f in files):
+        return files
+    if not all(checkpoint_files):
+        raise UnsupportedError(
+            "an operator's keyed state is partly in the hashmap backend's own snapshot format, "
+            "partly in canonical savepoint files; statectl cannot rescale or convert that mix: "
+            "take a savepoint (CANONICAL) of the job instead",
+            files[0].stream.description,
+        )
+    return [dataclasses.replace(f, heap=True) for f in files]
 
 
 def _common_header(
@@ -365,6 +409,8 @@ def _plan_keyed(
         return None
     common, id_maps = _common_header(old_files, describe_operator(op))
     output = _native_output(sp, op, op.max_parallelism, common.info) if native_out else None
+    if old_files[0].heap:
+        return _plan_heap_keyed(sp, op, old_files, common, id_maps, new_parallelism, output)
     targets = []
     for index in range(new_parallelism):
         first, last = key_group_range(op.max_parallelism, new_parallelism, index)
@@ -376,6 +422,37 @@ def _plan_keyed(
             (first, last), common.header, common.info.compressed, tuple(runs), (), output
         )
         targets.append(keyed)
+    return targets
+
+
+def _plan_heap_keyed(
+    sp: Savepoint,
+    op: OperatorState,
+    old_files: list[_OldKeyedFile],
+    common: _OldKeyedFile,
+    id_maps: list[StateIdMap | None],
+    new_parallelism: int,
+    output: NativeOutput | None,
+) -> list[KeyedTarget]:
+    """Each new subtask reads the key groups of its range from the heap-format files holding
+    them (in key-group order) and writes them as canonical blocks, compression off (§4.8)."""
+    header = state_headers.set_keyed_header_compression(common.header, False)
+    flink = flink_major(sp.metadata.version)
+    old_order = sorted(
+        zip(old_files, id_maps, strict=True),
+        key=lambda pair: pair[0].spans[0].key_group if pair[0].spans else -1,
+    )
+    targets = []
+    for index in range(new_parallelism):
+        first, last = key_group_range(op.max_parallelism, new_parallelism, index)
+        runs = []
+        for old, id_map in old_order:
+            wanted = tuple(span for span in old.spans if first <= span.key_group <= last)
+            if wanted:
+                runs.append(
+                    HeapRun(old.stream, wanted, old.header, op.max_parallelism, flink, id_map)
+                )
+        targets.append(KeyedTarget((first, last), header, False, (), (), output, tuple(runs)))
     return targets
 
 
@@ -512,8 +589,13 @@ def _plan_rekey(
         common, id_maps = _common_header(old_files, describe_operator(op))
         header, info = common.header, common.info
         where = old_files[0].stream.description
+        flink = flink_major(sp.metadata.version)
         sources = [
-            CanonicalSource(old.stream, tuple(batch), info.compressed, len(info.states), id_map)
+            HeapSource(old.stream, tuple(batch), old.header, flink, id_map)
+            if old.heap
+            else CanonicalSource(
+                old.stream, tuple(batch), info.compressed, len(info.states), id_map
+            )
             for old, id_map in zip(old_files, id_maps, strict=True)
             for batch in batches(old.spans, _SOURCE_BYTES)
         ]

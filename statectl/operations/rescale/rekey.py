@@ -83,7 +83,23 @@ class NativeSource:
         return self.instance.size
 
 
-RekeySource = CanonicalSource | NativeSource
+@dataclass(frozen=True, slots=True)
+class HeapSource:
+    """Key groups of one old file in the hashmap backend's own snapshot format (a slice of it),
+    read through `heap_snapshot` into canonical entries; `header` is that file's header."""
+
+    stream: StateStream
+    spans: tuple[keyed_blocks.BlockSpan, ...]
+    header: bytes
+    flink_major: int
+    state_id_map: tuple[tuple[int, int], ...] | None  # old id → id in the new header
+
+    @property
+    def size(self) -> int:
+        return sum(span.length for span in self.spans)
+
+
+RekeySource = CanonicalSource | NativeSource | HeapSource
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +129,9 @@ class RekeyOperator:
 
 def describe_source(source: RekeySource) -> str:
     """The file or instance a source reads, for errors."""
-    if isinstance(source, CanonicalSource):
-        return source.stream.description
-    return source.instance.description
+    if isinstance(source, NativeSource):
+        return source.instance.description
+    return source.stream.description
 
 
 # --- planning helpers ---------------------------------------------------------------------

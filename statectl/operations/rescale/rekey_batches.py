@@ -27,6 +27,7 @@ from statectl.operations.rescale.rekey import (
     TIMER_TIMESTAMP_BYTES,
     CanonicalSource,
     Chunk,
+    HeapSource,
     KeyRegrouper,
     NativeSource,
     RekeyOperator,
@@ -34,6 +35,7 @@ from statectl.operations.rescale.rekey import (
     describe_source,
 )
 from statectl.savepoint import native
+from statectl.savepoint.entries import heap_key_group_rows
 
 _BATCH_BYTES = 2 << 20  # entries hashed together: amortises numpy, stays in the CPU caches
 _I32 = struct.Struct(">i")
@@ -95,6 +97,8 @@ def source_batches(source: RekeySource, old_max_parallelism: int) -> Iterator[En
     """The entries of a source in batches of about `_BATCH_BYTES`."""
     if isinstance(source, NativeSource):
         return _native_batches(source, old_max_parallelism)
+    if isinstance(source, HeapSource):
+        return _heap_batches(source, old_max_parallelism)
     return _canonical_batches(source, key_group_prefix_bytes(old_max_parallelism))
 
 
@@ -198,6 +202,57 @@ def _rows_batch(rows: Iterator[Any], state_id: int) -> EntryBatch | None:
     return EntryBatch(
         bytes(buffer),
         np.full(len(key_starts), state_id, np.int64),
+        np.array(key_starts, np.int64),
+        np.array(key_ends, np.int64),
+        np.array(value_ends, np.int64),
+    )
+
+
+def _heap_batches(source: HeapSource, old_max_parallelism: int) -> Iterator[EntryBatch]:
+    """Entries of the hashmap backend's snapshot format (in canonical form), laid out as
+    `_rows_batch` lays out RocksDB rows, whole key groups at a time."""
+    key_groups = heap_key_group_rows(
+        source.stream,
+        source.spans,
+        source.header,
+        old_max_parallelism,
+        source.flink_major,
+        source.state_id_map,
+    )
+    buffer = bytearray()
+    state_ids: list[int] = []
+    key_starts: list[int] = []
+    key_ends: list[int] = []
+    value_ends: list[int] = []
+    pack = _I32.pack
+    for _, states in key_groups:
+        for state_id, rows in states:
+            for key, value in rows:
+                buffer += pack(len(key))
+                key_starts.append(len(buffer))
+                buffer += key
+                key_ends.append(len(buffer))
+                buffer += pack(len(value))
+                buffer += value
+                value_ends.append(len(buffer))
+            state_ids += [state_id] * len(rows)
+        if len(buffer) >= _BATCH_BYTES:
+            yield _entry_batch(buffer, state_ids, key_starts, key_ends, value_ends)
+            buffer, state_ids, key_starts, key_ends, value_ends = bytearray(), [], [], [], []
+    if key_starts:
+        yield _entry_batch(buffer, state_ids, key_starts, key_ends, value_ends)
+
+
+def _entry_batch(
+    buffer: bytearray,
+    state_ids: list[int],
+    key_starts: list[int],
+    key_ends: list[int],
+    value_ends: list[int],
+) -> EntryBatch:
+    return EntryBatch(
+        bytes(buffer),
+        np.array(state_ids, np.int64),
         np.array(key_starts, np.int64),
         np.array(key_ends, np.int64),
         np.array(value_ends, np.int64),
