@@ -581,7 +581,7 @@ class _Checker:
         verify's own checksum pass over compressed elements (§3.5)."""
         if layout.compressed and not self._operator_checksums(at, stream, layout):
             return
-        elements = entries.OperatorFile("", "", 0, handle, stream).elements()
+        elements = entries.OperatorFile("", "", 0, handle, stream, self.flink).elements()
         counts: Counter[str] = Counter()
         while True:
             try:
