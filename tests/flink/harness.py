@@ -429,12 +429,16 @@ def restore_check(
 
 def write_window_savepoint(
     out: str | Path, *, backend: str = "hashmap", format: str = "CANONICAL",
-    parallelism: int = 2, max_parallelism: int = 128,
+    parallelism: int = 2, max_parallelism: int = 128, retained_checkpoint: bool = False,
 ) -> Path:  # fmt: skip
     """WindowJob's savepoint (three window operators, no window fired yet) into out/savepoint;
-    returns out/manifest.json, whose `expected` lists the results every window must emit."""
+    returns out/manifest.json, whose `expected` lists the results every window must emit.
+    `retained_checkpoint`: a checkpoint retained on cancellation instead of a savepoint (`format`
+    ignored), its job directory in out/checkpoint, the manifest's `path` checkpoint/chk-N (its
+    hashmap files are relative handles: readable where it is)."""
     out = Path(out).resolve()
-    args = ["write", str(out), backend, format.upper(), str(parallelism), str(max_parallelism)]
+    kind = "CHECKPOINT" if retained_checkpoint else format.upper()
+    args = ["write", str(out), backend, kind, str(parallelism), str(max_parallelism)]
     _run_java("WindowJob", args, timeout=300)
     return out / "manifest.json"
 
@@ -604,6 +608,59 @@ def restore_compat(
     if len(results) != len(items):
         raise FlinkError(f"CompatJob returned {len(results)} results for {len(items)} requests")
     return results
+
+
+# The hashmap backend's own snapshot format written by the compat job on Flink 1.x (retained
+# checkpoints; a NATIVE savepoint, the same format): kind -> job parameters (parallelism 2, mode
+# checkpoint unless said). Generated on request into the cache (`compat_heap_snapshots`), never
+# committed.
+COMPAT_HEAP_SNAPSHOT_KINDS: dict[str, dict[str, Any]] = {
+    "checkpoint": {},
+    "checkpoint-compressed": {"compression": True},
+    "checkpoint-maxp300": {"max_parallelism": 300},
+    "checkpoint-maxp300-compressed": {"max_parallelism": 300, "compression": True},
+    "native-savepoint": {"mode": "savepoint", "format": "NATIVE"},
+}
+
+
+def compat_heap_snapshots(version: str) -> dict[str, Path]:
+    """The compat job on Flink `version` (1.x) on the hashmap backend, one snapshot per
+    `COMPAT_HEAP_SNAPSHOT_KINDS` kind (checkpoints: RETAIN_ON_CANCELLATION, no interval, one
+    checkpoint triggered after the records), cached under .cache/flink/compat-heap-snapshots-
+    <version>-<hash of the sources>/<kind>/ {checkpoint/ (the job directory) or savepoint/,
+    manifest.json} (one JVM for all when missing). Flink wrote each checkpoint into
+    `originals/<kind>/` there, the absolute location its `_metadata` refers to
+    (`checkpoint_in_place` restores it from there)."""
+    if not runs_compat_job(version):
+        raise ValueError(f"Flink {version} does not run the compat job; see heap_snapshots()")
+    root = CACHE / compile_compat(version).name.replace("compat-classes-", "compat-heap-snapshots-")  # fmt: skip
+    dirs = {kind: root / kind for kind in COMPAT_HEAP_SNAPSHOT_KINDS}
+    if all((d / "manifest.json").is_file() for d in dirs.values()):
+        return dirs
+    with _lock(f"compat-heap-snapshots-{version}"):
+        if not all((d / "manifest.json").is_file() for d in dirs.values()):
+            shutil.rmtree(root, ignore_errors=True)
+            staging = root / ".staging"
+            specs = [
+                {"out": str(staging / kind), "backend": "hashmap", "format": "CANONICAL",
+                 "incremental": False, "compression": False, "parallelism": 2,
+                 "max_parallelism": 128, "mode": "checkpoint",
+                 "checkpoint_base": str(root / "originals" / kind), **params}
+                for kind, params in COMPAT_HEAP_SNAPSHOT_KINDS.items()
+            ]  # fmt: skip
+            with tempfile.TemporaryDirectory(prefix="statectl-compat-") as tmp:
+                spec_file = Path(tmp) / "specs.json"
+                spec_file.write_text(json.dumps(specs, indent=1))
+                _run_java(
+                    COMPAT_MAIN, ["write", str(spec_file)], timeout=300 + 60 * len(specs),
+                    version=version, classes=compile_compat(version),
+                )  # fmt: skip
+            for kind in COMPAT_HEAP_SNAPSHOT_KINDS:
+                if not (staging / kind / "manifest.json").is_file():
+                    raise FlinkError(f"CompatJob wrote no {staging / kind / 'manifest.json'}")
+                os.replace(staging / kind, dirs[kind])
+            shutil.rmtree(staging, ignore_errors=True)
+    return dirs
 
 
 def regenerate_compat(out: str | Path = COMPAT_FIXTURES, versions: list[str] | None = None) -> list[Path]:  # fmt: skip
@@ -813,6 +870,15 @@ VALUES_VERSIONS = ("1.15.4", "1.20.3", "2.0.1", "2.3.0")
 # RocksDB (incremental), its CANONICAL savepoint taken right before its NATIVE one with no record in
 # between (the "twin": the truth of the native savepoint is the dump of the canonical one).
 VALUES_KINDS = ("hashmap-canonical", "rocksdb-native", "rocksdb-canonical")
+# Retained checkpoints of the hashmap backend (its own snapshot format), without and with snapshot
+# compression: one job each, a CANONICAL savepoint (`twin/`, whose dump is truth.jsonl) taken right
+# before the checkpoint (`checkpoint/chk-N`) with no record in between; -readable: the job without
+# the two value states whose entries have no length statectl can know in that format (manifest
+# `not_registered`: kryo-custom, pojo-subclass-unregistered). Written on request only
+# (`values_savepoints(kinds=...)`), never committed.
+VALUES_CHECKPOINT_KINDS = (
+    "hashmap-checkpoint", "hashmap-checkpoint-compressed", "hashmap-checkpoint-readable",
+)  # fmt: skip
 VALUES_FIXTURE_KINDS = ("hashmap-canonical", "rocksdb-native")
 VALUES_FIXTURES = FIXTURES / "values"
 VALUES_PARALLELISM = 2
@@ -861,9 +927,9 @@ def write_values(
 ) -> dict[str, Path]:  # fmt: skip
     """Runs the values job on Flink `version` in one JVM and writes out_root/<version>-<kind>/
     {savepoint/, truth.jsonl, manifest.json} per kind; returns kind -> that directory."""
-    unknown = set(kinds) - set(VALUES_KINDS)
+    unknown = set(kinds) - set(VALUES_KINDS) - set(VALUES_CHECKPOINT_KINDS)
     if unknown:
-        raise ValueError(f"unknown kinds {sorted(unknown)}; known: {VALUES_KINDS}")
+        raise ValueError(f"unknown kinds {sorted(unknown)}; known: {VALUES_KINDS + VALUES_CHECKPOINT_KINDS}")  # fmt: skip
     out_root = Path(out_root).resolve()
     args = [
         "write",
@@ -888,7 +954,10 @@ def values_savepoints(
     .cache/flink/values-savepoints-<version>-<hash of the sources>/<version>-<kind>/ (one JVM for
     whatever is missing). Returns kind -> that directory: `savepoint/` (the savepoint),
     `truth.jsonl` (the dumper's output; for rocksdb-native that of its canonical twin, see
-    `truth_for`) and `manifest.json`. The two RocksDB kinds are always written together."""
+    `truth_for`) and `manifest.json`. The two RocksDB kinds are always written together. The
+    VALUES_CHECKPOINT_KINDS have `checkpoint/` (a retained checkpoint; `snapshot_path` gives its
+    chk-N, `checkpoint_in_place` puts it back where its `_metadata` was written) and `twin/`
+    instead of `savepoint/`."""
     root = CACHE / compile_values(version).name.replace("values-classes-", "values-savepoints-")
     dirs = {kind: root / f"{version}-{kind}" for kind in kinds}
 
@@ -896,7 +965,7 @@ def values_savepoints(
         todo = {k for k in kinds if not (root / f"{version}-{k}" / "manifest.json").is_file()}
         if todo & {"rocksdb-native", "rocksdb-canonical"}:
             todo |= {"rocksdb-native", "rocksdb-canonical"}  # a twin pair comes from one job
-        return [k for k in VALUES_KINDS if k in todo]
+        return [k for k in VALUES_KINDS + VALUES_CHECKPOINT_KINDS if k in todo]
 
     if missing():
         with _lock(f"values-savepoints-{version}"):

@@ -68,9 +68,12 @@ def entry_key(line: dict[str, Any]) -> tuple[Any, ...]:
     )
 
 
-def truth_by_entry(fixture: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+def truth_by_entry(
+    fixture: str, lines: list[dict[str, Any]] | None = None
+) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """The fixture's truth (or `lines`) grouped by `entry_key`."""
     grouped: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
-    for line in truth_lines(fixture):
+    for line in truth_lines(fixture) if lines is None else lines:
         grouped[entry_key(line)].append(line)
     return grouped
 
@@ -110,11 +113,13 @@ def compare(
     unordered_lists: bool = False,
     broadcast_once: bool = False,
     normalize: Any = None,
+    truth_lines_: list[dict[str, Any]] | None = None,
 ) -> None:
     """statectl's lines equal the truth, entry by entry; only MAY_STAY_RAW states may be raw
     there (never wrong). `broadcast_once`: a broadcast map is read from the first subtask only
-    (a state's typed table has no subtask column for it)."""
-    truth = truth_by_entry(fixture)
+    (a state's typed table has no subtask column for it). `truth_lines_`: the truth's lines when
+    they are not the committed fixture's (e.g. a cached checkpoint's twin)."""
+    truth = truth_by_entry(fixture, truth_lines_)
     if broadcast_once:
         truth = _broadcast_from_first_subtask(truth)
     ours: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)

@@ -3,8 +3,10 @@
 tests/flink/src/statectl/flinkjobs/WindowJob.java: tumbling event-time windows with
 AggregatingState (String keys), ReducingState (Long keys) and the ListState of a
 ProcessWindowFunction (String keys), all under a TimeWindow namespace with event-time timers,
-saved before any window fired. Every output is restored by Flink 2.3, the final watermark fires
-every window, and the results must be exactly those of the records the job read.
+saved before any window fired (a CANONICAL savepoint of the hashmap backend, a NATIVE one of
+RocksDB, and a retained checkpoint of the hashmap backend, in its own snapshot format). Every
+output is restored by Flink 2.3, the final watermark fires every window, and the results must be
+exactly those of the records the job read.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ RUNS = {
     "native-convert": ("native", ["convert"], 2, "hashmap", None),
     "native-p3": ("native", ["rescale", "-p", "3"], 3, "rocksdb", None),
     "native-m4096": ("native", ["rescale", "--max-parallelism", "4096", "-p", "2"], 2, "rocksdb", 4096),
+    "checkpoint-p1": ("checkpoint", ["rescale", "-p", "1"], 1, "hashmap", None),
+    "checkpoint-p3": ("checkpoint", ["rescale", "-p", "3"], 3, "hashmap", None),
 }  # fmt: skip
 
 
@@ -42,9 +46,10 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         "native": harness.write_window_savepoint(
             root / "native", backend="rocksdb", format="NATIVE"
         ),
+        "checkpoint": harness.write_window_savepoint(root / "checkpoint", retained_checkpoint=True),
     }
     manifests = {name: json.loads(path.read_text()) for name, path in sources.items()}
-    savepoints = {name: path.parent / "savepoint" for name, path in sources.items()}
+    savepoints = {name: path.parent / manifests[name]["path"] for name, path in sources.items()}
     runs = {}
     for run, (source, argv, *_) in RUNS.items():
         command, *options = argv
@@ -125,3 +130,28 @@ def test_export_decodes_the_aggregates_under_their_windows(
         line for line in outcome["manifests"]["hashmap"]["expected"] if line.startswith("win-agg|")
     }
     assert exported == expected
+
+
+def test_the_checkpoint_source_is_in_the_hashmap_backends_own_format(
+    outcome: dict[str, Any],
+) -> None:
+    from statectl.formats.handles import KeyGroupsHandle
+    from statectl.formats.metadata import snapshot_kind
+    from statectl.savepoint.keyed import is_heap_snapshot
+    from statectl.savepoint.reader import open_savepoint
+
+    path = outcome["savepoints"]["checkpoint"]
+    assert path.name.startswith("chk-")
+    sp = open_savepoint(str(path))
+    kind = snapshot_kind(sp.metadata.properties)
+    assert kind is not None and not kind.savepoint
+    heap = []
+    for uid in ("win-agg", "win-reduce", "win-list"):
+        for subtask in sp.subtasks(sp.find_operator(uid)):
+            handle = subtask.managed_keyed_state
+            assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
+            heap.append(is_heap_snapshot(sp.stream(handle.delegate), handle))
+    assert heap == [True] * 6
+    code, out, err = cli("verify", "--deep", str(path))
+    assert (code, err) == (0, ""), out
+    assert "822 entries walked" in out

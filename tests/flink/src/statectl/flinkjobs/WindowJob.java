@@ -45,7 +45,9 @@ import java.util.concurrent.TimeUnit;
  * <p>{@code WindowJob write out backend format parallelism maxParallelism}: the source emits
  * {@link #RECORDS} records with event timestamps over three windows and no watermark, so no
  * window fires; a savepoint is taken into {@code out/savepoint} and {@code out/manifest.json}
- * holds the window results the job must eventually emit ({@code expected}).
+ * holds the window results the job must eventually emit ({@code expected}). Format
+ * {@code CHECKPOINT}: a checkpoint retained on cancellation instead (no periodic checkpoints), its
+ * job directory copied to {@code out/checkpoint} (manifest {@code path}: checkpoint/chk-N).
  *
  * <p>{@code WindowJob restore results.json requests.json}: per request (path, parallelism,
  * backend, max_parallelism) the job is restored, its source ends at once, the final watermark
@@ -95,6 +97,11 @@ public final class WindowJob {
         Map<String, String> c = config(backend, parallelism, maxParallelism);
         c.put("execution.checkpointing.storage", "filesystem");
         c.put("execution.checkpointing.dir", out.resolve("checkpoints").toUri().toString());
+        boolean checkpoint = format.equals("CHECKPOINT");
+        if (checkpoint) {
+            c.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+            c.put("execution.checkpointing.num-retained", "1");
+        }
         restoreMode = false;
         emittedRecords = 0;
         JobID jobId = new JobID();
@@ -102,9 +109,11 @@ public final class WindowJob {
         String pointer;
         try {
             Flink.await(cluster, jobId, () -> emittedRecords == RECORDS, 120_000, "records");
-            pointer = Flink.retryWhileTasksStart(() -> cluster.triggerSavepoint(
-                    jobId, out.resolve("savepoints").toUri().toString(), false,
-                    SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS));
+            pointer = checkpoint
+                    ? Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS))
+                    : Flink.retryWhileTasksStart(() -> cluster.triggerSavepoint(
+                            jobId, out.resolve("savepoints").toUri().toString(), false,
+                            SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS));
         } finally {
             Flink.cancelAndWait(cluster, jobId);
         }
@@ -112,7 +121,13 @@ public final class WindowJob {
             throw new IllegalStateException("windows fired before the savepoint: " + EMITTED);
         }
         Path savepoint = Flink.snapshotDir(pointer);
-        Flink.copyRecursively(savepoint, out.resolve("savepoint"));
+        String path = "savepoint";
+        if (checkpoint) {
+            Flink.copyRecursively(savepoint.getParent(), out.resolve("checkpoint"));
+            path = "checkpoint/" + savepoint.getFileName();
+        } else {
+            Flink.copyRecursively(savepoint, out.resolve("savepoint"));
+        }
         Flink.deleteRecursively(out.resolve("savepoints"));
         Flink.deleteRecursively(out.resolve("checkpoints"));
         Map<String, Object> manifest = new LinkedHashMap<>();
@@ -120,7 +135,8 @@ public final class WindowJob {
         manifest.put("format", format);
         manifest.put("parallelism", parallelism);
         manifest.put("max_parallelism", maxParallelism);
-        manifest.put("path", "savepoint");
+        manifest.put("mode", checkpoint ? "checkpoint" : "savepoint");
+        manifest.put("path", path);
         manifest.put("expected", expected());
         Flink.writeJson(out.resolve("manifest.json"), manifest);
     }

@@ -52,7 +52,12 @@ import java.util.stream.Stream;
  *
  * <p>{@code CompatJob write specs.json}: per spec {out, backend, format, parallelism,
  * max_parallelism}, run the job, take one savepoint into out/savepoint and write out/manifest.json
- * (the operators in `_metadata` and the state dumped in snapshotState of that checkpoint).
+ * (the operators in `_metadata` and the state dumped in snapshotState of that checkpoint). With
+ * {@code "mode": "checkpoint"} (and {@code checkpoint_base}, the fixed directory Flink writes the
+ * checkpoints into: a checkpoint's `_metadata` may hold absolute paths), checkpoints are retained
+ * on cancellation and, instead of a savepoint, one checkpoint is triggered after the records; its
+ * job directory (chk-N/, shared/, taskowned/) is copied to out/checkpoint (manifest: path
+ * checkpoint/chk-N, checkpoint.original_dir, checkpoint.files).
  *
  * <p>{@code CompatJob restore results.json requests.json}: per request {path, parallelism, backend},
  * restore the savepoint into the same topology and dump what every operator restored (keyed state
@@ -142,6 +147,12 @@ public final class CompatJob {
     /** Job configuration; 1.x key names (1.20 still reads them as deprecated keys). */
     static Configuration config(String backend, boolean incremental, boolean compression, int parallelism,
             Integer maxParallelism, Path checkpoints) {
+        return config(backend, incremental, compression, parallelism, maxParallelism, checkpoints, false);
+    }
+
+    /** `retain`: checkpoints retained on cancellation (no interval: only those triggered). */
+    static Configuration config(String backend, boolean incremental, boolean compression, int parallelism,
+            Integer maxParallelism, Path checkpoints, boolean retain) {
         Map<String, String> c = new HashMap<>();
         c.put("state.backend", backend);
         c.put("state.backend.type", backend);
@@ -156,6 +167,12 @@ public final class CompatJob {
         c.put("state.backend.local-recovery", "false");
         c.put("execution.checkpointing.snapshot-compression", String.valueOf(compression));
         c.put("state.storage.fs.memory-threshold", "0b"); // every non-empty stream in a file
+        if (retain) {
+            // the same key from 1.15 to 1.20 (1.20 moved it to CheckpointingOptions, same name)
+            c.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+            c.put("state.checkpoints.num-retained", "1");
+            c.put("execution.checkpointing.num-retained", "1");
+        }
         return Configuration.fromMap(c);
     }
 
@@ -183,12 +200,23 @@ public final class CompatJob {
         int maxParallelism = spec.get("max_parallelism").asInt();
         boolean incremental = spec.path("incremental").asBoolean(false);
         boolean compression = spec.path("compression").asBoolean(false);
+        String mode = spec.path("mode").asText("savepoint");
+        boolean checkpointMode = mode.equals("checkpoint");
+        if (!checkpointMode && !mode.equals("savepoint")) {
+            throw new IllegalArgumentException("mode must be savepoint or checkpoint: " + mode);
+        }
         deleteRecursively(out);
         Files.createDirectories(out);
         Path work = Files.createTempDirectory("statectl-compat-");
         try {
+            Path checkpointBase = spec.hasNonNull("checkpoint_base")
+                    ? Paths.get(spec.get("checkpoint_base").asText()).toAbsolutePath()
+                    : work.resolve("checkpoints");
+            deleteRecursively(checkpointBase);
+            Files.createDirectories(checkpointBase);
             Ops.reset(false);
-            JobGraph job = buildJob(config(backend, incremental, compression, parallelism, maxParallelism, work.resolve("checkpoints")));
+            JobGraph job = buildJob(config(backend, incremental, compression, parallelism, maxParallelism,
+                    checkpointBase, checkpointMode));
             JobID jobId = job.getJobID();
             cluster.submitJob(job).get(60, TimeUnit.SECONDS);
             String pointer;
@@ -199,8 +227,10 @@ public final class CompatJob {
                 pointer = null;
                 for (int attempt = 0; pointer == null; attempt++) {
                     try {
-                        pointer = cluster.triggerSavepoint(jobId, work.resolve("savepoints").toUri().toString(), false,
-                                SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS);
+                        pointer = checkpointMode
+                                ? cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS)
+                                : cluster.triggerSavepoint(jobId, work.resolve("savepoints").toUri().toString(), false,
+                                        SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS);
                     } catch (Exception e) {
                         String text = String.join(" ", causes(e)).toLowerCase(java.util.Locale.ROOT);
                         boolean starting = text.contains("not all required tasks are currently running")
@@ -215,6 +245,9 @@ public final class CompatJob {
                 cancelAndWait(cluster, jobId);
             }
             Path savepoint = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
+            if (!Files.isRegularFile(savepoint.resolve("_metadata"))) {
+                throw new IllegalStateException(savepoint + " is gone (not retained on cancellation?)");
+            }
             CheckpointMetadata metadata;
             int metadataVersion;
             try (DataInputStream in = new DataInputStream(Files.newInputStream(savepoint.resolve("_metadata")))) {
@@ -230,13 +263,12 @@ public final class CompatJob {
             if (dumps == null) {
                 throw new IllegalStateException("no state dumps for checkpoint " + checkpointId);
             }
-            copyRecursively(savepoint, out.resolve("savepoint"));
             Map<String, Object> manifest = new LinkedHashMap<>();
             manifest.put("flink_version", EnvironmentInformation.getVersion());
             manifest.put("metadata_version", metadataVersion);
-            manifest.put("mode", "savepoint");
+            manifest.put("mode", mode);
             manifest.put("backend", backend);
-            manifest.put("format", format);
+            manifest.put("format", checkpointMode ? "NATIVE" : format); // a checkpoint: the backend's own
             manifest.put("incremental", incremental);
             manifest.put("compression", compression);
             manifest.put("inline", false);
@@ -244,7 +276,25 @@ public final class CompatJob {
             manifest.put("max_parallelism", maxParallelism);
             manifest.put("checkpoint_id", checkpointId);
             manifest.put("job_id", jobId.toHexString());
-            manifest.put("path", "savepoint");
+            if (!checkpointMode) {
+                copyRecursively(savepoint, out.resolve("savepoint"));
+                manifest.put("path", "savepoint");
+            } else {
+                Path jobDir = savepoint.getParent();
+                copyRecursively(jobDir, out.resolve("checkpoint"));
+                manifest.put("path", "checkpoint/" + savepoint.getFileName());
+                Map<String, Object> origin = new LinkedHashMap<>();
+                origin.put("original_dir", jobDir.toString());
+                origin.put("original_uri", "file:" + jobDir);
+                List<String> layout = new ArrayList<>();
+                try (Stream<Path> walk = Files.walk(jobDir)) {
+                    walk.filter(p -> !p.equals(jobDir)).forEach(p -> layout.add(
+                            jobDir.relativize(p) + (Files.isDirectory(p) ? "/" : "")));
+                }
+                java.util.Collections.sort(layout);
+                origin.put("files", layout);
+                manifest.put("checkpoint", origin);
+            }
             manifest.put("backend_classes", new java.util.TreeSet<>(Ops.backendClasses));
             manifest.put("operators", operators(metadata, dumps));
             manifest.put("state", assemble(dumps));

@@ -333,7 +333,7 @@ public final class Operators {
             long n = seq / Model.KEYS.length;
             for (States.ValueDef d : States.VALUES) {
                 Object v = d.value.apply(i, n);
-                if (v != null) {
+                if (v != null && values.containsKey(d.name)) { // not when dropped (a checkpoint kind)
                     values.get(d.name).update(v);
                 }
             }

@@ -46,11 +46,19 @@ import java.util.stream.Stream;
  * </pre>
  *
  * <p>{@code ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...}: kinds
- * {@code hashmap-canonical}, {@code rocksdb-canonical}, {@code rocksdb-native}. One job on the
- * hashmap backend (its CANONICAL savepoint), one on RocksDB (incremental) whose CANONICAL
- * savepoint is taken right before its NATIVE one with no record in between: the "twin". Each kind
- * goes to out_root/prefix-kind/{savepoint/, truth.jsonl, manifest.json}; truth.jsonl is the
+ * {@code hashmap-canonical}, {@code rocksdb-canonical}, {@code rocksdb-native},
+ * {@code hashmap-checkpoint}, {@code hashmap-checkpoint-compressed}. One job on the hashmap backend
+ * (its CANONICAL savepoint), one on RocksDB (incremental) whose CANONICAL savepoint is taken right
+ * before its NATIVE one with no record in between: the "twin". Each kind goes to
+ * out_root/prefix-kind/{savepoint/, truth.jsonl, manifest.json}; truth.jsonl is the
  * {@link StateDumper} output of the savepoint, for rocksdb-native that of its canonical twin.
+ * The checkpoint kinds: one job each on the hashmap backend (snapshot compression on for
+ * -compressed), a CANONICAL savepoint (the twin, kept as twin/) then, with no record in between,
+ * a retained checkpoint (RETAIN_ON_CANCELLATION, no periodic checkpoints); its job directory
+ * (chk-N/, shared/, taskowned/) is copied to checkpoint/ (manifest: mode checkpoint, path
+ * checkpoint/chk-N, checkpoint.original_dir: where its `_metadata` was written) and truth.jsonl is
+ * the twin's dump. {@code hashmap-checkpoint-readable}: the same without the two value states
+ * whose serializer's output has no length statectl can know ({@link #UNDELIMITED}), uncompressed.
  *
  * <p>{@code ValuesJob restore <requests.json> <results.json>}: {@link ValuesRestore} (restores
  * savepoints of this job with per-request overrides of its states, takes a CANONICAL savepoint of
@@ -61,6 +69,14 @@ public final class ValuesJob {
 
     static final ObjectMapper JSON = new ObjectMapper().enable(SerializationFeature.INDENT_OUTPUT);
     static final List<String> UIDS = Arrays.asList("src", "values", "window", "opstate");
+    /**
+     * Value states whose entries statectl cannot delimit in the hashmap backend's own snapshot
+     * format (no per-entry length there): a Kryo FieldSerializer value and a POJO subclass the
+     * snapshot does not register. Not registered by the job of {@code hashmap-checkpoint-readable}.
+     */
+    static final List<String> UNDELIMITED = Arrays.asList("kryo-custom", "pojo-subclass-unregistered");
+    static final List<String> CHECKPOINT_KINDS = Arrays.asList("hashmap-checkpoint", "hashmap-checkpoint-compressed",
+            "hashmap-checkpoint-readable");
 
     public static void main(String[] args) throws Exception {
         TimeZone.setDefault(TimeZone.getTimeZone("UTC"));
@@ -79,7 +95,8 @@ public final class ValuesJob {
         int maxParallelism = Integer.parseInt(args[4]);
         List<String> kinds = Arrays.asList(args).subList(5, args.length);
         for (String kind : kinds) {
-            if (!Arrays.asList("hashmap-canonical", "rocksdb-canonical", "rocksdb-native").contains(kind)) {
+            if (!Arrays.asList("hashmap-canonical", "rocksdb-canonical", "rocksdb-native").contains(kind)
+                    && !CHECKPOINT_KINDS.contains(kind)) {
                 throw new IllegalArgumentException("unknown kind " + kind);
             }
         }
@@ -98,36 +115,68 @@ public final class ValuesJob {
                 written.put("rocksdb-canonical", taken.get(0));
                 written.put("rocksdb-native", taken.get(1));
             }
+            for (String kind : CHECKPOINT_KINDS) {
+                if (kinds.contains(kind)) {
+                    List<Map<String, Object>> taken = run(cluster, "hashmap", parallelism, maxParallelism,
+                            Arrays.asList("CANONICAL", "CHECKPOINT"), work.resolve(kind), kind.endsWith("-compressed"),
+                            kind.endsWith("-readable") ? UNDELIMITED : List.of());
+                    written.put(kind + "#twin", taken.get(0));
+                    written.put(kind, taken.get(1));
+                }
+            }
         } finally {
             closeCluster(cluster);
         }
         // the truths: StateDumper on the canonical savepoints (the native one: its twin's)
         Map<String, List<StateDumper.Line>> truths = new HashMap<>();
-        for (String kind : Arrays.asList("hashmap-canonical", "rocksdb-canonical")) {
+        List<String> canonicals = new ArrayList<>(Arrays.asList("hashmap-canonical", "rocksdb-canonical"));
+        CHECKPOINT_KINDS.forEach(k -> canonicals.add(k + "#twin"));
+        for (String kind : canonicals) {
             if (written.containsKey(kind)) {
                 truths.put(kind, StateDumper.dump(Paths.get((String) written.get(kind).get("savepoint_dir"))));
             }
         }
         for (String kind : kinds) {
             Map<String, Object> info = written.get(kind);
-            String truthFrom = kind.equals("rocksdb-native") ? "rocksdb-canonical" : kind;
+            boolean checkpoint = kind.startsWith("hashmap-checkpoint");
+            String truthFrom = kind.equals("rocksdb-native") ? "rocksdb-canonical" : checkpoint ? kind + "#twin" : kind;
             List<StateDumper.Line> truth = truths.get(truthFrom);
             Path out = root.resolve(prefix + "-" + kind);
             deleteRecursively(out);
             Files.createDirectories(out);
-            copyRecursively(Paths.get((String) info.get("savepoint_dir")), out.resolve("savepoint"));
-            StateDumper.write(truth, out.resolve("truth.jsonl"));
             Map<String, Object> manifest = manifest(kind, info, parallelism, maxParallelism);
+            if (checkpoint) {
+                Path chk = Paths.get((String) info.get("savepoint_dir"));
+                Path jobDir = chk.getParent();
+                copyRecursively(jobDir, out.resolve("checkpoint"));
+                copyRecursively(Paths.get((String) written.get(truthFrom).get("savepoint_dir")), out.resolve("twin"));
+                manifest.put("path", "checkpoint/" + chk.getFileName());
+                Map<String, Object> origin = new LinkedHashMap<>();
+                origin.put("original_dir", jobDir.toString());
+                origin.put("original_uri", "file:" + jobDir);
+                List<String> layout = new ArrayList<>();
+                try (Stream<Path> walk = Files.walk(jobDir)) {
+                    walk.filter(p -> !p.equals(jobDir)).forEach(p -> layout.add(
+                            jobDir.relativize(p) + (Files.isDirectory(p) ? "/" : "")));
+                }
+                java.util.Collections.sort(layout);
+                origin.put("files", layout);
+                manifest.put("checkpoint", origin);
+            } else {
+                copyRecursively(Paths.get((String) info.get("savepoint_dir")), out.resolve("savepoint"));
+            }
+            StateDumper.write(truth, out.resolve("truth.jsonl"));
             long errors = truth.stream().filter(l -> l.fields.containsKey("error")).count();
             manifest.put("truth", "truth.jsonl");
             manifest.put("truth_lines", truth.size());
             manifest.put("truth_errors", errors);
             if (!truthFrom.equals(kind)) {
                 Map<String, Object> twin = new LinkedHashMap<>();
-                twin.put("kind", truthFrom);
+                twin.put("kind", checkpoint ? "twin/" : truthFrom);
                 twin.put("checkpoint_id", written.get(truthFrom).get("checkpoint_id"));
                 twin.put("note", "truth.jsonl is the dump of the CANONICAL savepoint taken of the same running "
-                        + "job right before this NATIVE one, with no record in between");
+                        + "job right before this " + (checkpoint ? "retained checkpoint" : "NATIVE one")
+                        + ", with no record in between");
                 manifest.put("truth_from", twin);
             } else {
                 manifest.put("truth_from", null);
@@ -173,9 +222,13 @@ public final class ValuesJob {
         m.put("flink_version", EnvironmentInformation.getVersion());
         m.put("kind", kind);
         m.put("metadata_version", info.get("metadata_version"));
+        boolean checkpoint = kind.startsWith("hashmap-checkpoint");
+        m.put("mode", checkpoint ? "checkpoint" : "savepoint");
         m.put("backend", kind.startsWith("rocksdb") ? "rocksdb" : "hashmap");
-        m.put("format", kind.endsWith("native") ? "NATIVE" : "CANONICAL");
+        m.put("format", kind.endsWith("native") || checkpoint ? "NATIVE" : "CANONICAL");
         m.put("incremental", kind.startsWith("rocksdb"));
+        m.put("compression", kind.endsWith("-compressed"));
+        m.put("not_registered", kind.endsWith("-readable") ? UNDELIMITED : List.of());
         m.put("parallelism", parallelism);
         m.put("max_parallelism", maxParallelism);
         m.put("checkpoint_id", info.get("checkpoint_id"));
@@ -206,6 +259,15 @@ public final class ValuesJob {
 
     /** Job configuration, 1.x and 2.x key names (each version ignores the other's). */
     static Configuration config(String backend, int parallelism, int maxParallelism, Path checkpoints) {
+        return config(backend, parallelism, maxParallelism, checkpoints, false);
+    }
+
+    /**
+     * `compression`: snapshot compression on, and checkpoints retained on cancellation (no
+     * interval: only those triggered); the job writing the checkpoint kinds.
+     */
+    static Configuration config(String backend, int parallelism, int maxParallelism, Path checkpoints,
+            boolean compression) {
         Map<String, String> c = new HashMap<>();
         c.put("state.backend", backend);
         c.put("state.backend.type", backend);
@@ -221,7 +283,9 @@ public final class ValuesJob {
         c.put("state.backend.incremental", String.valueOf(incremental));
         c.put("execution.checkpointing.incremental", String.valueOf(incremental));
         c.put("state.backend.local-recovery", "false");
-        c.put("execution.checkpointing.snapshot-compression", "false");
+        c.put("execution.checkpointing.snapshot-compression", String.valueOf(compression));
+        c.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
+        c.put("execution.checkpointing.num-retained", "1");
         c.put("state.storage.fs.memory-threshold", "0b");
         c.put("execution.checkpointing.data-inline-threshold", "0b");
         c.put("execution.checkpointing.file-merging.enabled", "false");
@@ -256,11 +320,20 @@ public final class ValuesJob {
         return env.getStreamGraph().getJobGraph();
     }
 
-    /** Runs the job on `backend`, takes one savepoint per format in order, cancels. */
     static List<Map<String, Object>> run(MiniCluster cluster, String backend, int parallelism, int maxParallelism,
             List<String> formats, Path work) throws Exception {
+        return run(cluster, backend, parallelism, maxParallelism, formats, work, false, List.of());
+    }
+
+    /**
+     * Runs the job on `backend`, takes one snapshot per format in order (CANONICAL / NATIVE: a
+     * savepoint; CHECKPOINT: a checkpoint, retained on cancellation), cancels.
+     */
+    static List<Map<String, Object>> run(MiniCluster cluster, String backend, int parallelism, int maxParallelism,
+            List<String> formats, Path work, boolean compression, List<String> drop) throws Exception {
         Operators.reset();
-        JobGraph job = buildJob(config(backend, parallelism, maxParallelism, work.resolve("checkpoints")));
+        Operators.drop.addAll(drop);
+        JobGraph job = buildJob(config(backend, parallelism, maxParallelism, work.resolve("checkpoints"), compression));
         JobID jobId = job.getJobID();
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);
         List<Map<String, Object>> out = new ArrayList<>();
@@ -269,7 +342,9 @@ public final class ValuesJob {
             await(cluster, jobId, () -> Operators.valuesRecords.get() == n && Operators.windowRecords.get() == n
                     && Operators.opstateRecords.get() == n && Operators.opstateInits.get() == parallelism, "records");
             for (String format : formats) {
-                String pointer = triggerSavepoint(cluster, jobId, work.resolve("savepoints-" + format.toLowerCase()), format);
+                String pointer = format.equals("CHECKPOINT")
+                        ? triggerCheckpoint(cluster, jobId)
+                        : triggerSavepoint(cluster, jobId, work.resolve("savepoints-" + format.toLowerCase()), format);
                 Path dir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
                 Map<String, Object> info = new LinkedHashMap<>();
                 info.put("savepoint_dir", dir.toString());
@@ -299,10 +374,23 @@ public final class ValuesJob {
     }
 
     static String triggerSavepoint(MiniCluster cluster, JobID jobId, Path dir, String format) throws Exception {
+        return retryWhileStarting(() -> cluster.triggerSavepoint(jobId, dir.toUri().toString(), false,
+                SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS));
+    }
+
+    /** A checkpoint (retained on cancellation by the job's configuration): its pointer. */
+    static String triggerCheckpoint(MiniCluster cluster, JobID jobId) throws Exception {
+        return retryWhileStarting(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
+    }
+
+    interface Trigger {
+        String call() throws Exception;
+    }
+
+    static String retryWhileStarting(Trigger trigger) throws Exception {
         for (int attempt = 0; ; attempt++) {
             try {
-                return cluster.triggerSavepoint(jobId, dir.toUri().toString(), false,
-                        SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS);
+                return trigger.call();
             } catch (Exception e) {
                 String text = StateDumper.message(e).toLowerCase(java.util.Locale.ROOT);
                 boolean starting = text.contains("not all required tasks are currently running")
