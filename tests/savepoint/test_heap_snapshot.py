@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import statectl
@@ -217,3 +218,22 @@ def test_a_flipped_byte_in_a_key_group_is_refused(
     file.write_bytes(bytes(data))
     line = _refused(command, copy, file, tmp_path)
     assert "key group" in line and "offset" in line, line
+
+
+@pytest.mark.parametrize("kind", ["checkpoint", "checkpoint-compressed"])
+def test_diff_reads_a_heap_checkpoint(fixtures: dict[str, Path], kind: str, tmp_path: Path) -> None:
+    """`diff` compares a heap checkpoint entry by entry: none with its canonical conversion, and
+    exactly the edited entry with a copy one value of which was changed."""
+    path = _path(fixtures, kind)
+    converted = tmp_path / "canonical"
+    statectl.convert(str(path), str(converted), keyed_format="canonical")
+    assert statectl.diff(str(path), str(converted)).identical
+    edited = statectl.open(str(path))
+    state = edited.operator("keyed-str").state("cnt")
+    rows = state.to_arrow().to_pylist()
+    rows[0]["value"] += 1
+    state.replace(pa.Table.from_pylist(rows, schema=state.schema))
+    edited.write(str(tmp_path / "edited"))
+    report = statectl.diff(str(path), str(tmp_path / "edited"))
+    changed = [s for s in report.states if not s.identical]
+    assert [(s.state, s.changed) for s in changed] == [("cnt", 1)]
