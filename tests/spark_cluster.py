@@ -158,8 +158,8 @@ def _wait_for_workers(
         try:
             if cluster.state().get("aliveworkers", 0) >= WORKERS:
                 return
-        except OSError:
-            pass  # the master's web UI is not up yet
+        except (OSError, ValueError):
+            pass  # the master's web UI is not up yet (or serves HTML, not yet its JSON)
         time.sleep(0.5)
     raise TimeoutError(f"{WORKERS} workers did not register in {timeout}s:\n{_log_tails(cluster.root)}")  # fmt: skip
 

@@ -4,14 +4,13 @@ RocksDB (incremental): SST, MANIFEST and meta files live as segments of shared p
 and operators without operator state get empty segments. verify --deep walks it; convert,
 rescale and migrate copy each segment out, and Flink restores every output with exactly the
 state the job wrote. The hashmap backend's checkpoints are in its own format (not canonical
-blocks): verify --deep reads it from its segments; rescale and convert refuse it in one line
-naming the file; migrate, which only copies state files, renames its operators and Flink
-restores that too.
+blocks): verify --deep reads it from its segments; rescale and convert write it as canonical
+blocks, and migrate, which only copies state files, renames its operators: Flink restores all of
+them.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +35,8 @@ RESTORES = [
     "migrate",
     "migrate-hashmap",
     "migrate-hashmap-p3",
+    "hashmap-p3",
+    "hashmap-convert",
 ]
 
 
@@ -62,6 +63,8 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         "migrate-hashmap": cli(
             "migrate", hashmap, "-o", str(out / "migrate-hashmap"), "--rename-uid", "keyed-str=ks"
         ),
+        "hashmap-p3": cli("rescale", hashmap, "-o", str(out / "hashmap-p3"), "-p", "3", "--json"),
+        "hashmap-convert": cli("convert", hashmap, "-o", str(out / "hashmap-convert"), "--json"),
     }
     requests = [
         RestoreRequest(out / "convert", 2, backend="hashmap"),
@@ -70,6 +73,8 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         RestoreRequest(out / "migrate", 2, backend="rocksdb", rename=RENAME),
         RestoreRequest(out / "migrate-hashmap", 2, backend="hashmap", rename=RENAME),
         RestoreRequest(out / "migrate-hashmap", 3, backend="hashmap", rename=RENAME),
+        RestoreRequest(out / "hashmap-p3", 3, backend="hashmap"),
+        RestoreRequest(out / "hashmap-convert", 2, backend="rocksdb"),
     ]
     restored = harness.restore_check(requests)
     return {
@@ -108,7 +113,8 @@ def test_flink_restores_exactly_the_checkpointed_state(outcome: dict[str, Any], 
         assert code == 0, (name, err)
     result = outcome["restored"][run]
     assert result["ok"], result["error"]
-    source = "hashmap" if run.startswith("migrate-hashmap") else "rocksdb"  # else: restore backend
+    # convert-hashmap: the RocksDB checkpoint restored on hashmap
+    source = "hashmap" if run.startswith(("migrate-hashmap", "hashmap-")) else "rocksdb"
     manifest = outcome["manifests"][source]
     state, operators = manifest["state"], manifest["operators"]
     if run.startswith("migrate"):
@@ -125,18 +131,3 @@ def test_hashmap_checkpoints_in_segments_are_read(outcome: dict[str, Any]) -> No
     manifest = outcome["manifests"]["hashmap"]
     written = sum(sum(op["entry_counts"].values()) for op in manifest["operators"])
     assert f'"entries": {written}' in out
-
-
-@pytest.mark.parametrize(
-    "argv", [["rescale", "-p", "3", "-o"], ["convert", "-o"]], ids=lambda argv: argv[0]
-)  # fmt: skip
-def test_hashmap_checkpoints_are_not_rescaled_yet(
-    outcome: dict[str, Any], tmp_path: Path, argv: list[str]
-) -> None:
-    command, *options = argv
-    code, _, err = cli(command, str(outcome["checkpoints"]["hashmap"]), *options, str(tmp_path / "out"))  # fmt: skip
-    assert code == 1
-    message = "keyed state in the hashmap backend's checkpoint format: statectl reads it"
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0] and "/taskowned/" in lines[0], lines
-    assert not (tmp_path / "out").exists()
