@@ -1,4 +1,9 @@
-"""Renaming operators' uids and dropping operators' state: a new, self-contained savepoint.
+"""Renaming operators' uids, dropping operators, and state-level edits: a new, self-contained
+savepoint.
+
+State edits (`state_edits`: drop, rename, TTL, replaced entries; `upgrade`'s conversions) rewrite
+the affected operators' keyed state and operator-state files subtask by subtask
+(`savepoint.keyed_rewrite`, `savepoint.operator_rewrite`); everything below holds for the rest.
 
 `plan_migration` is the pure metadata transformation: a renamed operator takes the operator id
 Flink derives from its new uid (murmur3_128 of the UTF-8 bytes, flink-savepoint-format.md §6.6)
@@ -117,7 +122,8 @@ def plan_migration(
         operators.append(op)
     metadata = dataclasses.replace(source.metadata, operators=tuple(operators))
     states = plan_state_edits(source, state_edits) if state_edits else None
-    both = [states.labels[op_id] for op_id in states.rewrites if op_id in dropped] if states else []
+    edited = [*states.rewrites, *states.operator_changes] if states else []
+    both = [states.labels[op_id] for op_id in edited if op_id in dropped] if states else []
     if both:
         raise StatectlError(f"operator {both[0]} is dropped and has its states edited", where)
     return MigrationPlan(source, tuple(changes), metadata, states)

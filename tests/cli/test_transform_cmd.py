@@ -188,3 +188,14 @@ def test_migrate_position_errors(
     assert code != 0
     assert message in err
     assert not out.exists()
+
+
+def test_an_operator_dropped_and_edited_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    for edit in (["--drop-state", "opstate/op-union"], ["--drop-state", "values/enum"]):
+        operator = edit[1].split("/")[0]
+        code, _, err = run(["migrate", SOURCE, "-o", str(out), "--drop", operator, *edit], capsys)
+        assert code == 1 and "is dropped and has its states edited" in err
+        assert not out.exists()
