@@ -209,12 +209,12 @@ def migrate(
         rewrites = _rewrites(plan)
         total = len(tasks) + len(rewrites)
         total_bytes, done_bytes = sum(task.source.size for task in tasks), 0
+        output = locate(staged.staging_url, storage_options)
         for done, task in enumerate(tasks, 1):
-            results.append(_copy(task, staged.staging_url, storage_options))
+            results.append(copy_checked(task, output))
             done_bytes += task.source.size
             if progress is not None:
                 progress(Progress(done, total, done_bytes, total_bytes))
-        output = locate(staged.staging_url, storage_options)
         for done, (position, rewrite) in enumerate(rewrites, len(tasks) + 1):
             metadata = _write_rewrite(plan, metadata, position, rewrite, output)
             if progress is not None:
@@ -337,12 +337,12 @@ def _check_subtasks(
             )
 
 
-def _copy(
-    task: CopyTask, staging_url: str, storage_options: dict[str, Any] | None
-) -> RelativeFileHandle:
+def copy_checked(task: CopyTask, output: Location) -> RelativeFileHandle:
+    """One file copied into `output`, checked to be the size its handle says; an OS error (a
+    file that vanished since the plan, a full disk) is one line naming the file."""
     try:
-        result = copy_file(task, locate(staging_url, storage_options))
-    except OSError as exc:  # a file that vanished since the check, a full disk: still one line
+        result = copy_file(task, output)
+    except OSError as exc:
         raise StatectlError(
             exc.strerror or str(exc), str(exc.filename or task.source.description)
         ) from None

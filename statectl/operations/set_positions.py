@@ -47,12 +47,12 @@ from statectl.formats.handles import (
     RelativeFileHandle,
 )
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
-from statectl.operations.migrate import MigrationPlan
+from statectl.operations.migrate import MigrationPlan, copy_checked
 from statectl.operations.positions import LEGACY_KAFKA, source_positions
 from statectl.progress import Progress, ProgressCallback
 from statectl.savepoint import writer
 from statectl.savepoint.entries import OperatorFile, operator_files
-from statectl.savepoint.files import CopyTask, OutputFile, copy_file
+from statectl.savepoint.files import CopyTask, OutputFile
 from statectl.savepoint.model import Savepoint, describe_operator
 from statectl.savepoint.relocate import CopyNames, carry_over
 from statectl.savepoint.storage import Location, locate
@@ -530,7 +530,7 @@ def write_positions(
         done = _Done(progress, steps, total)
         copied = 0
         for task in plan.copies:
-            copied += _copy(task, output).size
+            copied += copy_checked(task, output).size
             done.add(task.source.size)
         for new in plan.new_files:
             _write(output, new)
@@ -576,21 +576,6 @@ class _Done:
         self.bytes += size
         if self.progress is not None:
             self.progress(Progress(self.step, self.steps, self.bytes, self.total))
-
-
-def _copy(task: CopyTask, output: Location) -> RelativeFileHandle:
-    try:
-        result = copy_file(task, output)
-    except OSError as exc:  # a file that vanished since the plan, a full disk: one line
-        raise StatectlError(
-            exc.strerror or str(exc), str(exc.filename or task.source.description)
-        ) from None
-    if result.size != task.source.size:
-        raise StatectlError(
-            f"copied {result.size} bytes, the handle says {task.source.size}",
-            task.source.description,
-        )
-    return result
 
 
 def _write(output: Location, new: NewFile) -> None:

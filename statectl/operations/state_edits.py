@@ -140,7 +140,7 @@ def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEdit
     rewrites = {
         op_id: tuple(
             plan_subtask(file, mine)
-            for file in entries.keyed_files(source, _operator(source, op_id))
+            for file in entries.keyed_files(source, source.find_operator(op_id.hex()))
         )
         for op_id, mine in changes.items()
     }
@@ -176,16 +176,12 @@ def _check_operator_names(
 ) -> None:
     names = [
         changes[n].new_name or n if n in changes else n
-        for n in _operator_states(source, _operator(source, op_id))
+        for n in _operator_states(source, source.find_operator(op_id.hex()))
         if not (n in changes and changes[n].drop)
     ]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
         raise StatectlError(f"two operator states would be named {twice[0]!r}", label)
-
-
-def _operator(source: Savepoint, operator_id: bytes) -> OperatorState:
-    return next(op for op in source.operators if op.operator_id == operator_id)
 
 
 def _keyed_states(source: Savepoint, op: OperatorState) -> dict[str, StateMetaInfo]:

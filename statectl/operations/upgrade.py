@@ -322,7 +322,7 @@ def plan_upgrade(
     migration = plan_migration(sp)
     rewrites = {
         op_id: tuple(
-            plan_subtask(f, changes) for f in entries.keyed_files(sp, _operator(sp, op_id))
+            plan_subtask(f, changes) for f in entries.keyed_files(sp, sp.find_operator(op_id.hex()))
         )
         for op_id, changes in keyed.items()
     }
@@ -369,10 +369,6 @@ def write_upgrade(
         progress=progress,
     )
     return UpgradeReport(plan.check, plan.converted, plan.dropped, written)
-
-
-def _operator(sp: Savepoint, operator_id: bytes) -> OperatorState:
-    return next(op for op in sp.operators if op.operator_id == operator_id)
 
 
 def _add(

@@ -75,8 +75,9 @@ class _SubtaskKeyedState:
 
 
 @dataclass(frozen=True)
-class KeyedFile(_SubtaskKeyedState):
-    """One subtask's CANONICAL keyed-state stream."""
+class _KeyGroupsStream(_SubtaskKeyedState):
+    """A subtask's keyed-state stream with a key-group offset per key group (canonical blocks
+    or the hashmap backend's own format): its header and its key-group ranges."""
 
     handle: KeyGroupsHandle
     stream: StateStream
@@ -89,9 +90,14 @@ class KeyedFile(_SubtaskKeyedState):
         return self.stream.description
 
     def chunks(self, max_bytes: int) -> list[tuple[int, int]]:
-        """Contiguous key-group ranges of at most about `max_bytes` of blocks each."""
+        """Contiguous key-group ranges of at most about `max_bytes` each."""
         spans = block_spans(self.stream, self.handle)
         return [(batch[0].key_group, batch[-1].key_group) for batch in batches(spans, max_bytes)]
+
+
+@dataclass(frozen=True)
+class KeyedFile(_KeyGroupsStream):
+    """One subtask's CANONICAL keyed-state stream."""
 
     def entries(
         self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
@@ -134,24 +140,9 @@ class NativeKeyedFile(_SubtaskKeyedState):
 
 
 @dataclass(frozen=True)
-class HeapKeyedFile(_SubtaskKeyedState):
+class HeapKeyedFile(_KeyGroupsStream):
     """One subtask's keyed state in the hashmap backend's own snapshot format (a retained
     checkpoint or NATIVE savepoint of that backend), read into canonical entries."""
-
-    handle: KeyGroupsHandle
-    stream: StateStream
-
-    def header(self) -> KeyedStateHeader:
-        return canonical_header(self.stream, self.handle)
-
-    @property
-    def description(self) -> str:
-        return self.stream.description
-
-    def chunks(self, max_bytes: int) -> list[tuple[int, int]]:
-        """Contiguous key-group ranges of at most about `max_bytes` each."""
-        spans = block_spans(self.stream, self.handle)
-        return [(batch[0].key_group, batch[-1].key_group) for batch in batches(spans, max_bytes)]
 
     def entries(
         self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None

@@ -19,12 +19,12 @@ from typing import Any
 
 import pytest
 
-import statectl
 from statectl.savepoint.keyed import is_heap_snapshot
 from statectl.savepoint.reader import open_savepoint
 from tests.conftest import run_cli as cli
 from tests.flink import harness
 from tests.flink.harness import RestoreRequest
+from tests.savepoint.test_heap_snapshot import library_dump
 
 pytestmark = pytest.mark.flink
 
@@ -54,31 +54,6 @@ def checkpoints(request: pytest.FixtureRequest) -> dict[str, Any]:
         "paths": {kind: harness.snapshot_path(d) for kind, d in dirs.items()},
         "manifests": {kind: harness.load_manifest(d) for kind, d in dirs.items()},
     }
-
-
-def _dump_of_library_read(path: Path, uid: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(keyed, timers) of one operator in the manifest's dump schema, from `State.to_arrow`."""
-    op = statectl.open(str(path)).operator(uid)
-    keyed: dict[str, dict[str, Any]] = {}
-    timers: dict[str, dict[str, list[int]]] = {}
-    for state in op.states:
-        if state.scope != "keyed":
-            continue
-        rows = state.to_arrow().to_pylist()
-        if state.kind == "TIMERS":
-            kind = "processing" if "processing" in state.name else "event"
-            for row in rows:
-                timers.setdefault(kind, {}).setdefault(str(row["key"]), []).append(row["timestamp"])
-            continue
-        values = keyed.setdefault(state.name, {})
-        for row in rows:
-            key = str(row["key"])
-            if state.kind == "MAP":
-                values.setdefault(key, {})[row["user_key"]] = row["value"]
-            else:
-                assert key not in values, (state.name, key)
-                values[key] = row["value"]
-    return keyed, {kind: {k: sorted(v) for k, v in d.items()} for kind, d in timers.items()}
 
 
 # --------------------------------------------------------------------------- reading
@@ -114,7 +89,7 @@ def test_flink_wrote_the_heap_format(checkpoints: dict[str, Any], kind: str) -> 
 def test_library_read_equals_the_jobs_dump(checkpoints: dict[str, Any], kind: str) -> None:
     manifest = checkpoints["manifests"][kind]
     for uid in KEYED:
-        keyed, timers = _dump_of_library_read(checkpoints["paths"][kind], uid)
+        keyed, timers = library_dump(checkpoints["paths"][kind], uid)
         written = harness.keyed_union(manifest["state"], uid)
         assert keyed == written, uid
         assert timers == harness.keyed_union(manifest["state"], uid, "timers"), uid

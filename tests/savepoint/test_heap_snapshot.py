@@ -45,7 +45,7 @@ def _path(fixtures: dict[str, Path], kind: str) -> Path:
     return harness.snapshot_path(fixtures[kind])
 
 
-def _dump_of_library_read(path: Path, uid: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def library_dump(path: Path, uid: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(keyed, timers) of one operator in the manifest's dump schema, from `State.to_arrow`."""
     op = statectl.open(str(path)).operator(uid)
     keyed: dict[str, dict[str, Any]] = {}
@@ -98,7 +98,7 @@ def test_flink_wrote_the_heap_format(fixtures: dict[str, Path], kind: str) -> No
 def test_library_read_equals_the_jobs_dump(fixtures: dict[str, Path], kind: str) -> None:
     manifest = harness.load_manifest(fixtures[kind])
     for uid in KEYED:
-        keyed, timers = _dump_of_library_read(_path(fixtures, kind), uid)
+        keyed, timers = library_dump(_path(fixtures, kind), uid)
         written = harness.keyed_union(manifest["state"], uid)
         assert keyed == written, uid
         assert timers == harness.keyed_union(manifest["state"], uid, "timers"), uid
