@@ -16,6 +16,7 @@ unless it is what export writes: a Parquet file of this schema, or a folder hold
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -36,6 +37,7 @@ from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import Decoded, StateCodec
 from statectl.formats.values import Raw
 from statectl.formats.values import batch as batch_values
+from statectl.operations import parquet_files
 from statectl.savepoint import entries, tables, writer
 from statectl.savepoint.entries import KeyedFile, KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
@@ -449,7 +451,16 @@ def write_rows(rows: Iterator[Row | pa.Table], sink: Any) -> tuple[int, Tally]:
     `BATCH_ROWS` rows or `BATCH_BYTES` (whichever comes first); (rows, the tally per state)."""
     total = 0
     tally = Tally()
-    with pq.ParquetWriter(sink, SCHEMA, compression="zstd") as parquet:
+    with contextlib.ExitStack() as stack:
+        parquet: pq.ParquetWriter | None = None
+
+        def write(ready: pa.RecordBatch) -> None:
+            nonlocal parquet, total
+            if parquet is None:
+                parquet = stack.enter_context(parquet_files.writer(sink, SCHEMA, ready))
+            parquet.write_batch(ready)
+            total += ready.num_rows
+
         batch = _Batch()
         for item in rows:
             if isinstance(item, pa.Table):
@@ -459,12 +470,9 @@ def write_rows(rows: Iterator[Row | pa.Table], sink: Any) -> tuple[int, Tally]:
                 tally.count(item)
                 full = batch.add(item)
             for ready in full:
-                parquet.write_batch(ready)
-                total += ready.num_rows
+                write(ready)
         if batch.rows or total == 0:
-            ready = batch.flush()
-            parquet.write_batch(ready)
-            total += ready.num_rows
+            write(batch.flush())
     return total, tally
 
 

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, LocalEngine
 from statectl.formats.handles import DistributionMode
+from statectl.operations import parquet_files
 from statectl.operations.export import ExportReport, RawCount
 from statectl.savepoint import entries, tables, writer
 from statectl.savepoint.entries import KeyedSource, OperatorFile
@@ -148,25 +149,26 @@ def write_typed_part(
     with contextlib.ExitStack() as stack:
         writers: dict[str, pq.ParquetWriter] = {}
 
-        def writer_of(name: str) -> pq.ParquetWriter:
+        def writer_of(name: str, first: pa.Table | pa.RecordBatch) -> pq.ParquetWriter:
             if name not in writers:
                 folder = root.child(outputs[name].folder)
                 folder.fs.makedirs(folder.path, exist_ok=True)
                 target = folder.child(outputs[name].part)
                 sink = stack.enter_context(target.fs.open(target.path, "wb"))
-                parquet = pq.ParquetWriter(sink, schemas[name], compression="zstd")
+                parquet = parquet_files.writer(sink, schemas[name], first)
                 writers[name] = stack.enter_context(parquet)
             return writers[name]
 
         for name, batch in batches:
             if isinstance(batch, pa.Table):
-                writer_of(name).write_table(batch)
+                writer_of(name, batch).write_table(batch)
             else:
-                writer_of(name).write_batch(batch)
+                writer_of(name, batch).write_batch(batch)
             rows[name] += batch.num_rows
         for name in outputs:
             if rows[name] == 0:
-                writer_of(name).write_table(schemas[name].empty_table())
+                empty = schemas[name].empty_table()
+                writer_of(name, empty).write_table(empty)
     return [
         TypedPart(
             outputs[name].folder,

@@ -95,29 +95,141 @@ def validity(valid: Bools) -> pa.Buffer | None:
 def binary_array(
     arrow: pa.DataType, buf: Buffer, starts: Int64s, lengths: Int64s, valid: Bools
 ) -> pa.Array:
-    """A binary or string array of the byte ranges (null where not `valid`)."""
+    """A binary or string array of the byte ranges (null where not `valid`), unchecked."""
     lengths = np.where(valid, lengths, 0)
+    ends = starts + lengths
+    if buf.size < _MAX_I32:
+        # Arrow's take copies the ranges when they are elements of one array over the buffer:
+        # each row and then the gap to the next (a row without bytes where the last one ended)
+        ends = np.maximum.accumulate(np.where(valid, ends, 0))
+        bounds = np.empty(2 * len(starts) + 1, np.int64)
+        bounds[0:-1:2] = np.where(valid, starts, ends)
+        bounds[1::2] = ends
+        bounds[-1] = bounds[-2] if len(starts) else 0
+        if not len(starts) or (bounds[0] >= 0 and (np.diff(bounds) >= 0).all()):
+            spans = pa.Array.from_buffers(
+                pa.binary(),
+                len(bounds) - 1,
+                [None, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(buf.data)],
+            )
+            rows = spans.take(pa.array(np.arange(0, len(bounds) - 1, 2, dtype=np.int32)))
+            offsets, data = rows.buffers()[1:]
+            return pa.Array.from_buffers(arrow, len(starts), [validity(valid), offsets, data])
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
     data = buf.ranges(starts, lengths)
     buffers = [validity(valid), pa.py_buffer(offsets), pa.py_buffer(data)]
     return pa.Array.from_buffers(arrow, len(starts), buffers)
 
 
-def ascii_strings(
+_MAX_I32 = (1 << 31) - 1
+
+
+def _rows_with_high_bytes(values: pa.Array) -> Bools:
+    """The rows of a binary or string array holding a byte ≥ 0x80."""
+    offsets, data = values.buffers()[1:]
+    used = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    rows = np.zeros(len(values), np.bool_)
+    high = np.flatnonzero(used >= _HIGH_BIT)
+    if len(high):
+        bounds = np.frombuffer(offsets, np.int32)[values.offset : values.offset + len(values) + 1]
+        rows[np.searchsorted(bounds, high, side="right") - 1] = True
+    return rows
+
+
+def utf8_strings(
     buf: Buffer, starts: Int64s, lengths: Int64s, valid: Bools
 ) -> tuple[pa.Array, Bools]:
-    """The ranges as a string array when ASCII; the valid rows that are not (left null)."""
-    lengths = np.where(valid, lengths, 0)
-    offsets = np.concatenate(([0], np.cumsum(lengths)))
-    data = buf.ranges(starts, lengths)
-    high = data >= _HIGH_BIT
+    """The ranges as a string array (UTF-8 bytes); the rows that are not valid UTF-8 are left
+    (null) to the codec, which keeps invalid bytes as surrogates."""
+    values = binary_array(pa.string(), buf, starts, lengths, valid)
+    try:
+        values.validate(full=True)
+    except pa.ArrowInvalid:  # rare: find the rows one by one among those not ASCII
+        invalid = np.zeros(len(starts), np.bool_)
+        raw = values.cast(pa.binary())
+        for row in np.flatnonzero(_rows_with_high_bytes(values)).tolist():
+            try:
+                raw[row].as_py().decode("utf-8")
+            except UnicodeDecodeError:
+                invalid[row] = True
+        return binary_array(pa.string(), buf, starts, lengths, valid & ~invalid), invalid
+    return values, np.zeros(len(starts), np.bool_)
+
+
+def java_strings(
+    buf: Buffer, starts: Int64s, chars: Int64s, valid: Bools
+) -> tuple[pa.Array, Int64s, Bools]:
+    """`chars` UTF-16 units at each start, each a varint (`StringValue`): the string array, the
+    positions after them and the valid rows left (null) to the codec: a unit longer than three
+    bytes or past the end, or an unpaired surrogate, which UTF-8 cannot hold. ASCII strings (a
+    byte per unit) are copied as they are; the others are decoded after them."""
+    values = binary_array(pa.string(), buf, starts, chars, valid)
+    ends = starts + np.where(valid, chars, 0)
+    wide = _rows_with_high_bytes(values)
+    if not wide.any():
+        return values, ends, np.zeros(len(starts), np.bool_)
+    rows = np.flatnonzero(wide)
+    decoded, wide_ends, failed = _utf16_varints(buf, starts[rows], chars[rows])
+    ends[rows] = wide_ends
     bad = np.zeros(len(starts), np.bool_)
-    if high.any():  # rare: rows holding such a byte, by a running count at the row bounds
-        count = np.concatenate(([0], np.cumsum(high, dtype=np.int64)))
-        bad = count[offsets[1:]] > count[offsets[:-1]]
-        return ascii_strings(buf, starts, lengths, valid & ~bad)[0], bad
-    buffers = [validity(valid), pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(data)]
-    return pa.Array.from_buffers(pa.string(), len(starts), buffers), bad
+    bad[rows[failed]] = True
+    return pc.replace_with_mask(values, pa.array(wide), decoded), ends, bad
+
+
+def _utf16_varints(buf: Buffer, starts: Int64s, chars: Int64s) -> tuple[pa.Array, Int64s, Bools]:
+    """Strings of `chars` varint-encoded UTF-16 units (each at most three bytes: a window of
+    3 × chars holds every string); the rows that fail are null."""
+    window = np.maximum(np.minimum(3 * chars, len(buf) - starts), 0)
+    first = np.cumsum(window) - window  # each row's first byte among the windows' bytes
+    data = buf.ranges(starts, window)
+    last_bit = data < _HIGH_BIT  # a unit's last byte
+    units_through = np.cumsum(last_bit, dtype=np.int64)
+    before = np.concatenate(([0], units_through))[first]
+    last = np.searchsorted(units_through, before + chars)  # the byte ending each row's last unit
+    complete = (last < first + window) & (
+        units_through[np.minimum(last, len(data) - 1)] == before + chars
+    )
+    failed = (chars > 0) & ~complete
+    used = np.where(failed, 0, np.where(chars > 0, last + 1 - first, 0))
+    # the bytes of the rows that end in place, split into units at each last byte
+    row_of = np.repeat(np.arange(len(starts)), window)
+    inside = np.arange(len(data)) - first[row_of] < used[row_of]
+    own, own_last = data[inside], last_bit[inside]
+    if not len(own):
+        return pa.nulls(len(starts), pa.string()), starts, failed | (chars > 0)
+    unit_starts = np.concatenate(([0], np.flatnonzero(own_last)[:-1] + 1))
+    unit_of = np.cumsum(own_last) - own_last
+    shift = (np.arange(len(own)) - unit_starts[unit_of]) * 7
+    units = np.add.reduceat((own & 0x7F).astype(np.int64) << np.minimum(shift, 21), unit_starts)
+    too_long = np.add.reduceat((shift > 14).astype(np.int64), unit_starts) > 0
+    unit_rows = np.repeat(np.arange(len(starts)), np.where(failed, 0, chars))
+    failed[unit_rows[too_long | (units > 0xFFFF)]] = True
+    failed[unit_rows[_unpaired_surrogates(units, unit_rows)]] = True
+    keep = ~failed[unit_rows]
+    units, unit_rows = units[keep], unit_rows[keep]
+    text = units.astype("<u2").tobytes().decode("utf-16-le").encode("utf-8")
+    widths = np.select(
+        [units < 0x80, units < 0x800, (units >= 0xD800) & (units < 0xE000)], [1, 2, 2], 3
+    )
+    sizes = np.bincount(unit_rows, widths, minlength=len(starts)).astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int32)
+    strings = pa.Array.from_buffers(
+        pa.string(),
+        len(starts),
+        [validity(~failed), pa.py_buffer(offsets), pa.py_buffer(text)],
+    )
+    return strings, starts + used, failed
+
+
+def _unpaired_surrogates(units: Int64s, rows: Int64s) -> Bools:
+    """The units that are a surrogate without its other half in the same string."""
+    high = (units >= 0xD800) & (units < 0xDC00)
+    low = (units >= 0xDC00) & (units < 0xE000)
+    same_row_next = np.append(rows[1:] == rows[:-1], False)
+    paired_high = high & np.append(low[1:], False) & same_row_next
+    paired_low = low & np.concatenate(([False], paired_high[:-1]))
+    unpaired: Bools = (high & ~paired_high) | (low & ~paired_low)
+    return unpaired
 
 
 # --- JSON text -----------------------------------------------------------------------------------
@@ -277,8 +389,8 @@ class JavaString(BatchReader):
         chars = np.maximum(length - 1, 0)
         starts = pos + head
         bad |= live & (starts + chars > len(buf))
-        values, wide_chars = ascii_strings(buf, starts, chars, live & ~bad & ~null)
-        return values, np.where(live, starts + chars, pos), bad | wide_chars
+        values, ends, wide_failed = java_strings(buf, starts, chars, live & ~bad & ~null)
+        return values, np.where(live, ends, pos), bad | wide_failed
 
     def json(self, values: pa.Array) -> pa.Array:
         return string_json(values)
@@ -378,8 +490,8 @@ class _StringSlot(_Slot):
             (word & np.uint64(0xFFFFFFFF)).astype(np.int64),
         )
         bad = live & (starts + lengths > end)
-        values, wide_chars = ascii_strings(buf, starts, lengths, live & ~bad)
-        return values, bad | wide_chars
+        values, invalid = utf8_strings(buf, starts, lengths, live & ~bad)
+        return values, bad | invalid
 
     def json(self, values: pa.Array) -> pa.Array:
         return string_json(values)

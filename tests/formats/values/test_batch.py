@@ -50,9 +50,10 @@ ROW = RowDataCodec(
 
 texts = st.one_of(
     st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40),
-    st.text(max_size=12),  # not ASCII: left to the codec
-    st.sampled_from(['a"b', "back\\slash", "tab\there", "", "x" * 300]),
+    st.text(max_size=12),  # any plane: 1 to 3 varint bytes per UTF-16 unit, surrogate pairs
+    st.sampled_from(['a"b', "back\\slash", "tab\there", "", "x" * 300, "Kraków", "東京", "🙂"]),
 )
+java_texts = st.one_of(texts, st.text(st.characters(categories=["Cs"]), min_size=1, max_size=3))
 doubles = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0.0, -0.0, 1.0, 1e-4, 1e-5, 1e9, 1e16, 123.456, 1 / 7]),
@@ -61,7 +62,7 @@ pojo_values = st.one_of(
     st.none(),
     st.fixed_dictionaries(
         {
-            "city": st.one_of(st.none(), texts),
+            "city": st.one_of(st.none(), java_texts),
             "count": st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
             "flag": st.one_of(st.none(), st.booleans()),
             "id": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
@@ -105,7 +106,8 @@ def json_text(codec: Codec, value: Any) -> str:
 
 
 def check(codec: Codec, values: list[Any]) -> int:
-    """Batch and per-value reads agree on every row the batch reader takes; how many it took."""
+    """Batch and per-value reads agree on every row the batch reader takes, and it takes every
+    row whose strings UTF-8 can hold; how many it took."""
     reader = batch.reader_for(codec)
     assert reader is not None
     buf, starts, ends = encoded(codec, values)
@@ -115,6 +117,7 @@ def check(codec: Codec, values: list[Any]) -> int:
     texts = reader.json(arrays).to_pylist()
     taken = 0
     for i, value in enumerate(values):
+        assert bad[i] == _has_unpaired_surrogate(value), (i, value)
         if bad[i]:
             continue
         taken += 1
@@ -125,6 +128,16 @@ def check(codec: Codec, values: list[Any]) -> int:
         assert _same(arrays[i].as_py(), arrow), (i, value)
         assert texts[i] == json_text(codec, expected), (i, value)
     return taken
+
+
+def _has_unpaired_surrogate(value: Any) -> bool:
+    """A string of `value` that keeps a surrogate once written as UTF-16 and read back."""
+    if isinstance(value, dict):
+        return any(_has_unpaired_surrogate(v) for v in value.values())
+    if not isinstance(value, str):
+        return False
+    read_back = value.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return any(0xD800 <= ord(c) < 0xE000 for c in read_back)
 
 
 def _same(got: Any, want: Any) -> bool:
@@ -147,15 +160,23 @@ def test_row_data_batches_equal_per_value_reads(values: list[Any]) -> None:
     check(ROW, values)
 
 
-def test_ascii_rows_are_all_taken_and_the_others_left() -> None:
+def test_strings_of_every_plane_are_taken_and_unpaired_surrogates_left() -> None:
     values = [
         {"city": "Kraków", "count": 1, "flag": True, "id": 2, "name": "a", "score": 0.5,
          "small": 1.5},
         {"city": "Oslo", "count": None, "flag": None, "id": None, "name": 'q"\\', "score": None,
          "small": None},
         None,
+        {"city": "東京 🙂", "count": 7, "flag": False, "id": 3, "name": "ß", "score": 1.0,
+         "small": 2.0},
+        {"city": "half \ud83d", "count": 7, "flag": False, "id": 3, "name": "x", "score": 1.0,
+         "small": 2.0},
     ]  # fmt: skip
-    assert check(POJO, values) == 2
+    assert check(POJO, values) == 4
+    row = {"__row_kind": 0, "f0": 1, "f1": 2, "f2": 0.5, "f4": None, "f5": None, "f6": True,
+           "f7": 3}  # fmt: skip
+    # SQL strings are UTF-8; invalid bytes (read back as surrogates) are left to the codec
+    assert check(ROW, [{**row, "f3": "ünï 🙂"}, {**row, "f3": "bad \udcff"}]) == 1
 
 
 @pytest.mark.parametrize("codec", [scalars.LONG, scalars.INT, scalars.STRING, scalars.DOUBLE])
@@ -163,7 +184,7 @@ def test_scalars(codec: Codec) -> None:
     samples = {
         id(scalars.LONG): [0, -1, 2**63 - 1, -(2**63)],
         id(scalars.INT): [0, -5, 2**31 - 1],
-        id(scalars.STRING): ["", "plain", None, "ünï", "new\nline"],
+        id(scalars.STRING): ["", "plain", None, "ünï", "new\nline", "日本語", "🙂" * 40],
         id(scalars.DOUBLE): [0.0, float("nan"), float("-inf"), 2.5, 1e300, 5e-324],
     }[id(codec)]
     assert check(codec, samples) >= len(samples) - 1
