@@ -15,8 +15,9 @@ namespace and value with the serializers restored from the snapshots but prints 
 the bytes: it must read every entry without an error.
 
 Measured in the same run, one command at a time: `statectl export SP -o out.parquet`, `statectl
-export --typed SP -o out/`, the state read into a Spark DataFrame through the `flink-state` data
-source (local[*]) and counted, and `java BenchReader SP`, buffered (the decoding peer) and as
+export --typed SP -o out/`, the state read by the library (`State.read()`, decoding only: the
+peer's work), the state read into a Spark DataFrame through the `flink-state` data source
+(local[*]) and counted, and `java BenchReader SP`, buffered (the decoding peer) and as
 Flink's restore opens a local file (unbuffered): wall and CPU seconds (`wait4`: the process and
 its children), peak RSS (`wait4`'s maxrss, and the process tree's sampled sum), entries per CPU-
 second and per second per core (wall × the cores the command kept busy, CPU / wall, at least
@@ -339,9 +340,22 @@ if rows != expected:
     raise SystemExit(f"Spark counted {rows} rows of {expected}")
 """
 
-PEERS = {"jvm": [], "jvm_unbuffered": ["unbuffered"]}
-"""BenchReader through a 1 MiB buffer (the decoding peer), and through Flink's unbuffered local
-file stream as its restore opens it (an int per system call)."""
+LIBRARY_READ = """
+import sys
+import statectl
+path, operator, state, expected = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+batches = statectl.open(path).operator(operator).state(state).read()
+rows = sum(batch.num_rows for batch in batches)
+if rows != expected:
+    raise SystemExit(f"the library read {rows} rows of {expected}")
+"""
+"""The state decoded into Arrow record batches and counted: the JVM peer's work (every key,
+namespace and value decoded, nothing written)."""
+
+PEERS = {"jvm": [], "jvm_json": ["json={out}/entries.jsonl"], "jvm_unbuffered": ["unbuffered"]}
+"""BenchReader through a 1 MiB buffer (the decoding peer), the same writing each entry's key and
+value as a JSON line by the dumper's rules (the JSON export's peer), and through Flink's
+unbuffered local file stream as its restore opens it (an int per system call)."""
 
 
 def bench_one(built: Built, jvm: bool) -> dict[str, Any]:
@@ -351,6 +365,10 @@ def bench_one(built: Built, jvm: bool) -> dict[str, Any]:
     commands = {
         "json": [statectl, "export", str(built.path), "-o", str(out / "all.parquet")],
         "typed": [statectl, "export", "--typed", str(built.path), "-o", str(out / "typed")],
+        "library_read": [
+            sys.executable, "-c", LIBRARY_READ, str(built.path), built.kind, STATES[built.kind],
+            str(built.entries),
+        ],
         "spark_count": [
             sys.executable, "-c", SPARK_COUNT, str(built.path), built.kind, STATES[built.kind],
             str(built.entries),
@@ -365,19 +383,23 @@ def bench_one(built: Built, jvm: bool) -> dict[str, Any]:
     shutil.rmtree(out, ignore_errors=True)
     if not jvm:
         return result
+    out.mkdir(parents=True)
     for peer, options in PEERS.items():
+        options = [o.replace("{out}", str(out)) for o in options]
         measured = measure(_java("BenchReader", [str(built.path), *options], peer_options()))
         report = json.loads(measured.stdout.strip().splitlines()[-1])
         if report["errors"] or report["entries"] != built.entries:
             raise SystemExit(f"bench: the JVM read {report} of {built.entries} entries")
         result[peer] = figures(measured, built.entries)
         result[peer]["read_loop_seconds"] = report["seconds"]
+    shutil.rmtree(out, ignore_errors=True)
     for name in commands:
         for key in ("entries_per_second_per_core", "entries_per_cpu_second"):
             if result[name][key] is None:
                 continue
-            ratio = result[name][key] / result["jvm"][key]
-            result[name][f"{key}_vs_jvm"] = round(ratio, 2)
+            for peer in ("jvm", "jvm_json") if name == "json" else ("jvm",):
+                ratio = result[name][key] / result[peer][key]
+                result[name][f"{key}_vs_{peer}"] = round(ratio, 2)
     return result
 
 
@@ -434,29 +456,33 @@ def main(argv: list[str] | None = None) -> int:
 
 def _table(results: list[dict[str, Any]]) -> str:
     head = f"{'values':>8} {'entries':>11} {'how':>15} {'wall':>7} {'cpu':>7} {'/s/core':>10} "
-    head += f"{'/cpu-s':>10} {'RSS':>7} {'÷ JVM':>6}"
+    head += f"{'/cpu-s':>10} {'RSS':>7} {'÷ JVM':>6} {'÷ JVM JSON':>10}"
     lines = [head, "-" * len(head)]
     for r in results:
-        for how in ("json", "typed", "spark_count", *PEERS):
+        for how in ("json", "typed", "library_read", "spark_count", *PEERS):
             if how not in r:
                 continue
             f = r[how]
             ratio = f.get("entries_per_second_per_core_vs_jvm", "")
+            json_ratio = f.get("entries_per_second_per_core_vs_jvm_json", "")
             lines.append(
                 f"{r['kind']:>8} {r['entries']:>11,} {how:>15} {f['wall_seconds']:6.1f}s "
                 f"{_or_dash(f['cpu_seconds'], '6.1f')}{'s' if f['cpu_seconds'] else ' '} "
                 f"{f['entries_per_second_per_core']:>10,} "
                 f"{_or_dash(f['entries_per_cpu_second'], '>10,')} {f['peak_rss_mib']:>4} Mi "
-                f"{ratio:>6}"
+                f"{ratio:>6} {json_ratio:>10}"
             )
     lines += [
         "",
-        "json: `statectl export SP -o out.parquet`; typed: `export --typed`; spark_count: the",
-        "state read into a DataFrame (`flink-state`, local[*]) and counted; jvm: BenchReader",
-        "(Flink's serializers on every entry, files behind a 1 MiB buffer); jvm_unbuffered: the",
+        "json: `statectl export SP -o out.parquet`; typed: `export --typed`; library_read:",
+        "`State.read()`'s record batches counted (decoding only, as the JVM peer); spark_count:",
+        "the state read into a DataFrame (`flink-state`, local[*]) and counted; jvm: BenchReader",
+        "(Flink's serializers on every entry, files behind a 1 MiB buffer); jvm_json: the same",
+        "writing each entry as a JSON line by the dumper's rules; jvm_unbuffered: the",
         "same through Flink's unbuffered local file stream. /s/core: entries / (wall × cores",
         "kept busy, at least 1); /cpu-s: per CPU-second of the process and its children; RSS:",
-        "the process's peak (wait4); ÷ JVM: /s/core over the buffered JVM's. Whole commands:",
+        "the process's peak (wait4); ÷ JVM: /s/core over the buffered JVM's; ÷ JVM JSON: the",
+        "JSON export's over jvm_json's. Whole commands:",
         "interpreter or JVM start included (spark_count: Spark's start too, and per core over",
         "every core local[*] takes; the CPU of Spark's JVM and workers is not measured: -).",
     ]

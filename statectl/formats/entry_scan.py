@@ -52,11 +52,11 @@ def _candidate_chain(
         return None
     prefix = key_group.to_bytes(prefix_bytes, "big")
     span = size - 4 - prefix_bytes  # candidate entry starts p: p + 4 + prefix_bytes <= size
-    hits = (data[:span] == 0) & (data[1 : span + 1] == 0)
-    hits &= (data[4 : span + 4] & 0x7F) == prefix[0]
+    # the rarest byte first: the prefix's, then the two zero bytes on those positions only
+    starts = np.flatnonzero((data[4 : span + 4] & 0x7F) == prefix[0])
+    starts = starts[(data[starts] == 0) & (data[starts + 1] == 0) & (starts >= 2)]  # 0-1: an id
     if prefix_bytes == 2:
-        hits &= data[5 : span + 5] == prefix[1]
-    starts = np.flatnonzero(hits)
+        starts = starts[data[starts + 5] == prefix[1]]
     if not len(starts) or starts[0] != 2:
         return None
     key_lengths = (data[starts + 2].astype(np.int64) << 8) | data[starts + 3]
@@ -95,21 +95,55 @@ def _chain(
     ends_block: npt.NDArray[np.bool_],
     fits: npt.NDArray[np.bool_],
 ) -> Int64s | None:
-    """The candidates reachable from the first by following each one's successor (pointer
-    doubling: log2(candidates) rounds), when the last of them ends the block."""
+    """The candidates reachable from the first by following each one's successor, when the last
+    of them ends the block."""
     count = len(starts)
     successor = np.minimum(np.searchsorted(starts, following), count - 1)
     linked = fits & (starts[successor] == following)
+    reached = _pruned(successor, linked, ends_block)
+    if reached is None:
+        reached = _reached(successor, linked)
+    chain = np.flatnonzero(reached)
+    if not len(chain) or not ends_block[chain[-1]] or linked[chain[-1]]:
+        return None
+    return chain
+
+
+_PRUNING_ROUNDS = 8
+
+
+def _pruned(
+    successor: Int64s, linked: npt.NDArray[np.bool_], ends_block: npt.NDArray[np.bool_]
+) -> npt.NDArray[np.bool_] | None:
+    """The chain as what is left once candidates that lead nowhere (no successor left, not the
+    block's last) or that nothing leads to (but the first) are dropped, round after round: every
+    candidate left then has a predecessor left back to the first, so it is on the first's chain.
+    A round per false candidate in a row (values holding entry-like bytes run to one or two);
+    None when that takes more rounds than `_PRUNING_ROUNDS`."""
+    count = len(successor)
+    alive = np.ones(count, np.bool_)
+    for _ in range(_PRUNING_ROUNDS):
+        leads = linked & alive[successor]
+        led_to = np.zeros(count, np.bool_)
+        led_to[successor[alive & leads]] = True
+        led_to[0] = True
+        kept = alive & (leads | ends_block) & led_to
+        if np.array_equal(kept, alive):
+            return alive
+        alive = kept
+    return None
+
+
+def _reached(successor: Int64s, linked: npt.NDArray[np.bool_]) -> npt.NDArray[np.bool_]:
+    """The candidates reachable from the first (pointer doubling: log2(candidates) rounds)."""
+    count = len(successor)
     jump = np.append(np.where(linked, successor, count), count)  # `count`: nowhere
     reached = np.zeros(count + 1, np.bool_)
     reached[0] = True
     for _ in range(max(1, int(count).bit_length())):
         reached[jump[reached]] = True
         jump = jump[jump]
-    chain = np.flatnonzero(reached[:count])
-    if not ends_block[chain[-1]] or linked[chain[-1]]:
-        return None
-    return chain
+    return reached[:count]
 
 
 def _runs(

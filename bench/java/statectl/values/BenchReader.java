@@ -19,7 +19,12 @@ import org.apache.flink.runtime.state.restore.KeyGroupEntry;
 import org.apache.flink.runtime.state.restore.SavepointRestoreResult;
 import org.apache.flink.runtime.state.restore.ThrowingIterator;
 
+import java.io.BufferedWriter;
+import java.io.FileOutputStream;
+import java.io.OutputStreamWriter;
+import java.io.Writer;
 import java.lang.management.ManagementFactory;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -33,9 +38,12 @@ import java.util.List;
  * FullSnapshotRestoreOperation) and deserializes each key, namespace and value, checking that the
  * value's bytes are used up, but prints nothing per entry.
  *
- * <p>{@code BenchReader savepoint-dir [unbuffered]}: one JSON line {entries, errors, seconds,
- * cpu_seconds}. By default the files are read through a 1 MiB buffer ({@link Buffered});
- * {@code unbuffered}: through Flink's local file stream as the restore opens it.
+ * <p>{@code BenchReader savepoint-dir [unbuffered] [json=OUT]}: one JSON line {entries, errors,
+ * seconds, cpu_seconds}. By default the files are read through a 1 MiB buffer ({@link Buffered});
+ * {@code unbuffered}: through Flink's local file stream as the restore opens it. {@code json=OUT}:
+ * each entry is also written to OUT as a line {"key": …, "value": …} by the dumper's JSON rules
+ * ({@link Json}, the same as statectl's JSON columns), through a 1 MiB buffer: the JVM doing the
+ * JSON export's work.
  */
 public final class BenchReader {
     private BenchReader() {}
@@ -45,7 +53,16 @@ public final class BenchReader {
         long cpu0 = cpuNanos();
         ClassLoader cl = BenchReader.class.getClassLoader();
         CheckpointMetadata metadata = StateDumper.loadMetadata(Paths.get(args[0]).toAbsolutePath());
-        boolean unbuffered = args.length > 1 && args[1].equals("unbuffered");
+        boolean unbuffered = false;
+        Writer json = null;
+        for (int i = 1; i < args.length; i++) {
+            if (args[i].equals("unbuffered")) {
+                unbuffered = true;
+            } else if (args[i].startsWith("json=")) {
+                json = new BufferedWriter(new OutputStreamWriter(
+                        new FileOutputStream(args[i].substring(5)), StandardCharsets.UTF_8), 1 << 20);
+            }
+        }
         long[] counts = new long[3]; // entries, errors, checksum
         for (OperatorState op : metadata.getOperatorStates()) {
             int prefix = CompositeKeySerializationUtils.computeRequiredBytesInKeyGroupPrefix(op.getMaxParallelism());
@@ -56,9 +73,12 @@ public final class BenchReader {
                         groups = new KeyGroupsStateHandle(groups.getGroupRangeOffsets(),
                                 new Buffered(groups.getDelegateStateHandle()));
                     }
-                    read(groups, prefix, cl, counts);
+                    read(groups, prefix, cl, counts, json);
                 }
             }
+        }
+        if (json != null) {
+            json.close();
         }
         System.out.printf("{\"entries\": %d, \"errors\": %d, \"checksum\": %d, \"seconds\": %.3f, \"cpu_seconds\": %.3f}%n",
                 counts[0], counts[1], counts[2], (System.nanoTime() - t0) / 1e9, (cpuNanos() - cpu0) / 1e9);
@@ -224,7 +244,8 @@ public final class BenchReader {
     }
 
     @SuppressWarnings("unchecked")
-    static void read(KeyGroupsStateHandle handle, int prefix, ClassLoader cl, long[] counts) throws Exception {
+    static void read(KeyGroupsStateHandle handle, int prefix, ClassLoader cl, long[] counts, Writer json)
+            throws Exception {
         KeyedBackendSerializationProxy<Object> header = new KeyedBackendSerializationProxy<>(cl);
         try (FSDataInputStream in = handle.openInputStream()) {
             header.read(new DataInputViewStreamWrapper(in));
@@ -270,6 +291,10 @@ public final class BenchReader {
                                     }
                                     counts[2] += key.hashCode() + fields(value, s[2]);
                                     counts[0]++;
+                                    if (json != null) {
+                                        json.write("{\"key\": " + Json.of(key, keys) + ", \"value\": "
+                                                + Json.of(value, s[1]) + "}\n");
+                                    }
                                 } catch (Exception e) {
                                     if (counts[1]++ < 5) {
                                         System.err.println("entry of key group " + group.getKeyGroupId() + ": "
