@@ -325,6 +325,7 @@ def _fast_table(
     count = len(chosen)
     buf = batch.buffer
     key_ends, value_ends = batch.key_ends[chosen], batch.value_ends[chosen]
+    namespace_ends = key_ends if fast.user_key_start is None else fast.user_key_start
 
     def ranges(starts: np.ndarray[Any, Any], ends: np.ndarray[Any, Any]) -> pa.Array:
         return batch_values.binary_array(pa.binary(), buf, starts, ends - starts, fast.taken)
@@ -343,13 +344,20 @@ def _fast_table(
         "subtask": constant(file.subtask, pa.int32()),
         "key_group": pa.array(batch.key_groups[chosen].astype(np.int32), pa.int32()),
         "key": ranges(fast.key_start, fast.namespace_start),
-        "namespace": ranges(fast.namespace_start, key_ends),
+        "namespace": ranges(fast.namespace_start, namespace_ends),
         "value": ranges(fast.value_start, value_ends),
         "key_json": readers.key.json(fast.key),
         "namespace_json": readers.namespace.json(fast.namespace),
         "value_json": readers.value.json(fast.value),
         "value_type": constant(codec.value_type, pa.string()),
     }
+    if readers.user_key is not None and fast.user_key is not None:
+        columns["user_key"] = ranges(namespace_ends, key_ends)
+        columns["user_key_json"] = readers.user_key.json(fast.user_key)
+    if readers.ttl_timestamp is not None and fast.ttl_timestamp is not None:
+        stamps = fast.ttl_timestamp  # a MAP's null value has none: no text, as per entry
+        texts = readers.ttl_timestamp.json(stamps)
+        columns["ttl_timestamp_json"] = pc.if_else(stamps.is_valid(), texts, None)
     arrays = [columns.get(f.name, pa.nulls(count, f.type)) for f in SCHEMA]
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 

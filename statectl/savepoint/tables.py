@@ -21,7 +21,13 @@ from statectl.errors import StatectlError
 from statectl.formats import entry_scan, keyed_blocks
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
-from statectl.formats.state_values import DECODE_ERRORS, StateCodec, operator_codec
+from statectl.formats.state_values import (
+    DECODE_ERRORS,
+    MAP_NOT_NULL_VALUE,
+    MAP_NULL_VALUE,
+    StateCodec,
+    operator_codec,
+)
 from statectl.formats.values import Codec, Raw, RawCodec, Undecodable, batch
 from statectl.savepoint import entries
 from statectl.savepoint.entries import KeyedSource, OperatorFile
@@ -240,10 +246,11 @@ def entry_batches(
     file: entries.KeyedFile,
     key_groups: tuple[int, int] | None,
     header: KeyedStateHeader,
-    max_bytes: int = BATCH_BLOCK_BYTES,
+    max_bytes: int | None = None,
 ) -> Iterator[EntryBatch]:
     """Every entry of `file` (in the key-group range), in file order, a batch of blocks at a
     time; the blocks' entries are found by `entry_scan` (its errors name the block)."""
+    max_bytes = max_bytes or BATCH_BLOCK_BYTES
     prefix = key_group_prefix_bytes(file.max_parallelism)
     pending: list[tuple[int, memoryview]] = []
     size = 0
@@ -293,10 +300,13 @@ class FastParts:
     taken: Bools
     key: pa.Array
     namespace: pa.Array
-    value: pa.Array
+    value: pa.Array  # the user value (a TTL value's without its timestamp)
     key_start: Int64s
     namespace_start: Int64s
-    value_start: Int64s
+    value_start: Int64s  # the stored value's (a MAP value's null flag, a TTL value's timestamp)
+    user_key: pa.Array | None = None  # MAP state
+    user_key_start: Int64s | None = None
+    ttl_timestamp: pa.Array | None = None  # state with TTL
 
     @property
     def left(self) -> Int64s:
@@ -310,22 +320,34 @@ class StateReaders:
 
     key: batch.BatchReader
     namespace: batch.BatchReader
-    value: batch.BatchReader
+    value: batch.BatchReader  # the user value
+    namespace_length: int  # fixed: where the key (and a MAP's user key) ends or begins
+    user_key: batch.BatchReader | None = None  # MAP state
+    ttl_timestamp: batch.BatchReader | None = None  # state with TTL: the value's last access
+
+
+_VALUE_KINDS = ("VALUE", "REDUCING", "AGGREGATING")
 
 
 def readers_for(codec: StateCodec) -> StateReaders | None:
-    """Batch readers for a keyed VALUE/REDUCING/AGGREGATING state without TTL whose key is not
-    ambiguous (a fixed-length namespace) and whose parts all read in batches."""
-    if codec.kind not in ("VALUE", "REDUCING", "AGGREGATING") or codec.ttl:
+    """Batch readers for a keyed VALUE, REDUCING, AGGREGATING or MAP state (with or without
+    TTL) whose namespace has a fixed length (the key is not followed by its length and a MAP's
+    user key begins after it) and whose parts all read in batches."""
+    if codec.kind not in (*_VALUE_KINDS, "MAP"):
         return None
     if codec.namespace is None or codec.namespace.fixed_length is None:
         return None
     key = batch.reader_for(codec.key)
     namespace = batch.reader_for(codec.namespace)
-    value = batch.reader_for(codec.value)
+    value = batch.reader_for(codec.user_value_codec())
+    user_key = batch.reader_for(codec.user_key) if codec.kind == "MAP" else None
     if key is None or namespace is None or value is None:
         return None
-    return StateReaders(key, namespace, value)
+    if codec.kind == "MAP" and user_key is None:
+        return None
+    ttl_timestamp = batch.TtlTimestamp() if codec.ttl else None
+    fixed = codec.namespace.fixed_length
+    return StateReaders(key, namespace, value, fixed, user_key, ttl_timestamp)
 
 
 def decode_fast(
@@ -335,20 +357,62 @@ def decode_fast(
     buf = entries_batch.buffer
     key_starts = entries_batch.key_starts[rows]
     key_ends = entries_batch.key_ends[rows]
-    value_ends = entries_batch.value_ends[rows]
-    live = np.ones(len(rows), np.bool_)
     group = buf.words(key_starts, prefix, ">u2" if prefix == 2 else "u1").astype(np.int64)
     group &= 0x7FFF if prefix == 2 else 0x7F  # the run-end flag
-    live &= group == entries_batch.key_groups[rows]
+    live = group == entries_batch.key_groups[rows]
     key_at = key_starts + prefix
     key, ns_at, bad = readers.key.read(buf, key_at, live)
     live &= ~bad
     namespace, ns_end, bad = readers.namespace.read(buf, ns_at, live)
-    live &= ~bad & (ns_end == key_ends)
-    value_at = key_ends + 4
-    value, value_end, bad = readers.value.read(buf, value_at, live)
-    live &= ~bad & (value_end == value_ends)
-    return FastParts(live, key, namespace, value, key_at, ns_at, value_at)
+    live &= ~bad & (ns_end == ns_at + readers.namespace_length)
+    user_key, key_end = None, ns_end
+    if readers.user_key is not None:  # the rest of the composite key
+        user_key, key_end, bad = readers.user_key.read(buf, ns_end, live)
+        live &= ~bad
+    live &= key_end == key_ends
+    value_at = key_ends + 4  # after the value's length
+    stored = _stored_values(readers, buf, value_at, entries_batch.value_ends[rows], live)
+    value, ttl_timestamp, taken = stored
+    return FastParts(
+        taken,
+        key,
+        namespace,
+        value,
+        key_at,
+        ns_at,
+        value_at,
+        user_key,
+        ns_end if user_key is not None else None,
+        ttl_timestamp,
+    )
+
+
+def _stored_values(
+    readers: StateReaders, buf: batch.Buffer, at: Int64s, ends: Int64s, live: Bools
+) -> tuple[pa.Array, pa.Array | None, Bools]:
+    """The stored values [at, ends) of the live rows (`StateCodec.decode_value`): the user
+    values, their TTL timestamps (None without TTL) and the rows taken."""
+    null = np.zeros(len(at), np.bool_)
+    if readers.user_key is not None:
+        at, live, null = _map_null_flags(buf, at, ends, live)
+    ttl_timestamp = None
+    if readers.ttl_timestamp is not None:  # `TtlSerializer`: the timestamp, then the value
+        ttl_timestamp, at, bad = readers.ttl_timestamp.read(buf, at, live)
+        live = live & ~bad
+    value, end, bad = readers.value.read(buf, at, live)
+    return value, ttl_timestamp, null | (live & ~bad & (end == ends))
+
+
+def _map_null_flags(
+    buf: batch.Buffer, at: Int64s, ends: Int64s, live: Bools
+) -> tuple[Int64s, Bools, Bools]:
+    """A MAP value's null flag (`state_values.map_value`): the positions after it, the live
+    rows with a value after it (flag 0) and those with a null value (flag 1 alone). Bytes after
+    flag 1 (the heap backend's serializer null) and other flags are left to the codec."""
+    flag = buf.byte(at)
+    flagged = live & (at < ends)
+    null = flagged & (flag == MAP_NULL_VALUE) & (at + 1 == ends)
+    return at + 1, flagged & (flag == MAP_NOT_NULL_VALUE), null
 
 
 def keyed_state_batches(
@@ -360,8 +424,6 @@ def keyed_state_batches(
     """The rows of every state in `codecs` from one pass over a canonical file (a key-group
     range of it): (state, batch) in file order per state. Entries whose parts decode in
     batches are taken by `decode_fast`; the others one by one, as `keyed_batches` does."""
-    import pyarrow as pa
-
     header = file.header()
     prefix = key_group_prefix_bytes(file.max_parallelism)
     ids = {i: s for i, s in enumerate(header.states) if s.name in codecs}
@@ -379,13 +441,27 @@ def keyed_state_batches(
                 yield meta.name, _slow_table(file, codec, entry_batch, rows, meta, raw)
                 continue
             fast = decode_fast(state_readers, entry_batch, rows, prefix)
-            arrays = [fast.key, fast.namespace, fast.value]
-            table = pa.Table.from_arrays(arrays, schema=codec.arrow_schema())
+            table = _fast_table(codec, fast)
             left = fast.left
             if len(left):
                 slow = _slow_table(file, codec, entry_batch, rows[left], meta, raw)
                 table = patched(table, left, slow)
             yield meta.name, table
+
+
+def _fast_table(codec: StateCodec, fast: FastParts) -> pa.Table:
+    """The state's table (`StateCodec.arrow_schema`) of the arrays `decode_fast` read."""
+    import pyarrow as pa
+
+    columns = {
+        "key": fast.key,
+        "namespace": fast.namespace,
+        "user_key": fast.user_key,
+        "value": fast.value,
+        "ttl_timestamp": fast.ttl_timestamp,
+    }
+    schema = codec.arrow_schema()
+    return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)
 
 
 def _slow_table(

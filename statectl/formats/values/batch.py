@@ -1,13 +1,14 @@
 """Column readers: many values of one codec at once, with numpy over one buffer.
 
 `reader_for(codec)` gives a `BatchReader` for the layouts that allow it (the base serializers'
-numbers, booleans and Java strings, VoidNamespace, POJOs of those, SQL rows of numbers, strings
-and compact decimals); None for anything else. A reader takes the positions of many values in one
-buffer and returns them as an Arrow array of the codec's `arrow_type()` (what `to_arrow` of each
-`read` gives), the positions after them and the rows it could not take. Rows it cannot take (a
-string that is not ASCII, a POJO subclass, bytes that run past the end) are left to the codec's
-per-value `read`, which also gives their errors: callers decode those one by one, so results are
-the same. `json` gives the JSON text of each value, as `json.dumps(codec.to_json(value))`.
+numbers, booleans and Java strings, VoidNamespace, POJOs, Tuples, case classes and windows of
+those, SQL rows of numbers, strings and compact decimals); None for anything else. A reader
+takes the positions of many values in one buffer and returns them as an Arrow array of the
+codec's `arrow_type()` (what `to_arrow` of each `read` gives), the positions after them and the
+rows it could not take. Rows it cannot take (a string holding an unpaired surrogate, a POJO
+subclass, bytes that run past the end) are left to the codec's per-value `read`, which also gives their errors:
+callers decode those one by one, so results are the same. `json` gives the JSON text of each
+value, as `json.dumps(codec.to_json(value))`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from statectl.formats.values.binary_fields import (
     FixedField,
     StringField,
 )
+from statectl.formats.values.composites import StructCodec, WindowCodec
 from statectl.formats.values.model import Codec
 from statectl.formats.values.pojo import NO_SUBCLASS, PojoCodec
 from statectl.formats.values.row_data import RowDataCodec
@@ -63,12 +65,12 @@ class Buffer:
     def byte(self, pos: Int64s) -> U8s:
         """The byte at each position (past the end: a padding or the last byte; callers check
         bounds themselves)."""
-        return self.data[np.minimum(pos, len(self.data) - 1)]
+        return self.data[_within(pos, len(self.data) - 1)]
 
     def words(self, pos: Int64s, width: int, dtype: str) -> npt.NDArray[Any]:
         """`width` bytes at each position read as `dtype` (callers check bounds)."""
         view = self.view(dtype)
-        return view[np.minimum(pos, len(view) - 1)]
+        return view[_within(pos, len(view) - 1)]
 
     def ranges(self, starts: Int64s, lengths: Int64s) -> U8s:
         """The bytes [start, start + length) of every row, one after another."""
@@ -82,6 +84,13 @@ class Buffer:
         before = np.cumsum(lengths) - lengths
         index = np.repeat(starts - before, lengths) + np.arange(total, dtype=np.int64)
         return self.data[index]
+
+
+def _within(pos: Int64s, last: int) -> Int64s:
+    """The positions, those past `last` moved to it (checked first: rarely any is)."""
+    if len(pos) and int(pos.max()) > last:
+        return np.minimum(pos, last)
+    return pos
 
 
 def bool_array(values: Any) -> Bools:
@@ -235,6 +244,15 @@ def _unpaired_surrogates(units: Int64s, rows: Int64s) -> Bools:
 # --- JSON text -----------------------------------------------------------------------------------
 
 
+def constant_text(text: str, count: int) -> pa.Array:
+    """`count` times the same text, built from its offsets (no Python string per row)."""
+    data = text.encode()
+    offsets = np.arange(count + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(
+        pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(data * count)]
+    )
+
+
 def _null_text(texts: pa.Array) -> pa.Array:
     return pc.fill_null(texts, "null")
 
@@ -368,7 +386,7 @@ class Void(BatchReader):
         return pa.nulls(len(pos)), np.where(live, pos + 1, pos), bad
 
     def json(self, values: pa.Array) -> pa.Array:
-        return pa.array(np.full(len(values), "null", object), pa.string())
+        return constant_text("null", len(values))
 
 
 class JavaString(BatchReader):
@@ -427,6 +445,43 @@ class Pojo(BatchReader):
     def json(self, values: pa.Array) -> pa.Array:
         texts = [r.json(values.field(i)) for i, r in enumerate(self.fields)]
         return object_json(self.names, texts, values.is_valid())
+
+
+class Struct(BatchReader):
+    """`TupleSerializer`, Scala's case class serializers, `TimeWindow.Serializer` and
+    `CountWindow.Serializer` (`StructCodec`): the fields one after another, without null flags;
+    the value itself is never null."""
+
+    def __init__(self, codec: StructCodec, fields: list[BatchReader]) -> None:
+        self.names = codec.names
+        self.fields = fields
+        self.arrow_type = codec.arrow_type()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        bad = np.zeros(len(pos), np.bool_)
+        arrays = []
+        for reader in self.fields:
+            values, pos, failed = reader.read(buf, pos, live & ~bad)
+            bad |= failed
+            arrays.append(values)
+        mask = pa.array(~(live & ~bad))
+        struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
+        return struct, pos, bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        texts = [r.json(values.field(i)) for i, r in enumerate(self.fields)]
+        return object_json(self.names, texts, values.is_valid())
+
+
+class TtlTimestamp(BigEndian):
+    """`TtlSerializer`'s last-access time before the user value: an i64 of epoch ms, as the
+    `ttl_timestamp` column holds it (its JSON: the number)."""
+
+    def __init__(self) -> None:
+        super().__init__(">i8", pa.timestamp("ms", "UTC"))
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return number_json(values.cast(pa.int64()))
 
 
 # --- SQL rows ------------------------------------------------------------------------------------
@@ -586,6 +641,8 @@ def _scalar_readers() -> dict[int, BatchReader]:
 
 
 _SCALARS = _scalar_readers()
+# The struct codecs whose values are their fields back to back (not Row's null mask, Tuple0's 42)
+_FIELDS_BACK_TO_BACK = (StructCodec, WindowCodec)
 
 
 def reader_for(codec: Codec | None) -> BatchReader | None:
@@ -599,6 +656,10 @@ def reader_for(codec: Codec | None) -> BatchReader | None:
         fields = [reader_for(c) for c in codec.codecs]
         if all(f is not None and not isinstance(f, Void) for f in fields):
             return Pojo(codec, [f for f in fields if f is not None])
+    if isinstance(codec, StructCodec) and type(codec) in _FIELDS_BACK_TO_BACK and codec.codecs:
+        members = [reader_for(c) for c in codec.codecs]
+        if all(m is not None and not isinstance(m, Void) for m in members):
+            return Struct(codec, [m for m in members if m is not None])
     if isinstance(codec, RowDataCodec) and len(codec.layout.fields) <= 56:
         slots = [_slot(f) for f in codec.layout.fields]
         if all(s is not None for s in slots):

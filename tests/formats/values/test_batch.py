@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from statectl.formats.logical_types import LogicalType
 from statectl.formats.values import batch, scalars
+from statectl.formats.values.composites import RowCodec, StructCodec, Tuple0Codec, WindowCodec
 from statectl.formats.values.model import Codec
 from statectl.formats.values.pojo import PojoCodec
 from statectl.formats.values.row_data import RowDataCodec
@@ -47,6 +48,15 @@ ROW = RowDataCodec(
         LogicalType("SMALLINT"),
     )
 )
+TUPLE = StructCodec(
+    "TUPLE4",
+    "org.apache.flink.api.java.tuple.Tuple4",
+    ["f0", "f1", "f2", "f3"],
+    [scalars.INT, scalars.STRING, scalars.DOUBLE, POJO],
+)
+TIME_WINDOW = WindowCodec(
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow", ["start", "end"]
+)
 
 texts = st.one_of(
     st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=40),
@@ -72,6 +82,16 @@ pojo_values = st.one_of(
         }
     ),
 )
+longs = st.integers(-(2**63), 2**63 - 1)
+tuple_values = st.fixed_dictionaries(
+    {
+        "f0": st.integers(-(2**31), 2**31 - 1),
+        "f1": st.one_of(st.none(), java_texts),
+        "f2": doubles,
+        "f3": pojo_values,
+    }
+)
+window_values = st.fixed_dictionaries({"start": longs, "end": longs})
 row_values = st.fixed_dictionaries(
     {
         "__row_kind": st.integers(0, 3),
@@ -155,6 +175,31 @@ def test_pojo_batches_equal_per_value_reads(values: list[Any]) -> None:
 
 
 @settings(max_examples=150, deadline=None)
+@given(st.lists(tuple_values, min_size=1, max_size=30))
+def test_tuple_batches_equal_per_value_reads(values: list[Any]) -> None:
+    check(TUPLE, values)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(window_values, min_size=1, max_size=30))
+def test_time_window_batches_equal_per_value_reads(values: list[Any]) -> None:
+    assert check(TIME_WINDOW, values) == len(values)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(longs, min_size=1, max_size=30))
+def test_ttl_timestamps_are_epoch_ms(stamps: list[int]) -> None:
+    """`TtlSerializer`'s timestamp as the `ttl_timestamp` column holds it (`_put_value`)."""
+    buf, starts, ends = encoded(scalars.LONG, stamps)
+    reader = batch.TtlTimestamp()
+    values, after, bad = reader.read(buf, starts, np.ones(len(stamps), np.bool_))
+    assert not bad.any()
+    assert after.tolist() == ends.tolist()
+    assert values.equals(pa.array(stamps, pa.timestamp("ms", "UTC")))
+    assert reader.json(values).to_pylist() == [json.dumps(t) for t in stamps]
+
+
+@settings(max_examples=150, deadline=None)
 @given(st.lists(row_values, min_size=1, max_size=30))
 def test_row_data_batches_equal_per_value_reads(values: list[Any]) -> None:
     check(ROW, values)
@@ -199,9 +244,26 @@ def test_truncated_values_are_left_to_the_codec() -> None:
     assert bad.tolist() == [True]
 
 
+@pytest.mark.parametrize("cut", range(1, 17))
+def test_truncated_structs_are_left_to_the_codec(cut: int) -> None:
+    value = {"f0": 1, "f1": "abc", "f2": 0.5, "f3": None}
+    for codec, sample in ((TUPLE, value), (TIME_WINDOW, {"start": 1, "end": 2})):
+        reader = batch.reader_for(codec)
+        assert reader is not None
+        buf, starts, ends = encoded(codec, [sample])
+        if cut <= ends[0] - starts[0]:
+            short = batch.Buffer(bytes(buf.data[: ends[0] - cut]))
+            _, _, bad = reader.read(short, starts, np.ones(1, np.bool_))
+            assert bad.tolist() == [True]
+
+
 def test_unsupported_codecs_have_no_reader() -> None:
     with_subclass = PojoCodec("A", ["x"], [scalars.LONG], [], {"B": None})
     assert batch.reader_for(with_subclass) is None
     assert batch.reader_for(scalars.BIG_DECIMAL) is None
     assert batch.reader_for(None) is None
+    assert batch.reader_for(Tuple0Codec()) is None  # the byte 42, no fields
+    assert batch.reader_for(RowCodec(["f0"], [scalars.LONG], True)) is None  # a null mask first
+    with_bytes = StructCodec("TUPLE1", "Tuple1", ["f0"], [scalars.BIG_DECIMAL])
+    assert batch.reader_for(with_bytes) is None
     assert pa.types.is_struct(batch.reader_for(ROW).arrow_type)  # type: ignore[union-attr]
