@@ -18,6 +18,7 @@ import typer
 
 from statectl import __version__
 from statectl.cli import (
+    allocator,
     convert_cmd,
     diff_cmd,
     export_cmd,
@@ -114,6 +115,7 @@ def _click_command() -> Callable[..., Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    allocator.keep_freed_buffers()
     try:
         _click_command()(args=argv, prog_name="statectl")
     except StatectlError as exc:

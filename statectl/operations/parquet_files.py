@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 COMPRESSION = "zstd"
-SAMPLE_ROWS = 1 << 16
+SAMPLE_ROWS = 1 << 14
 REPEATING = 0.1  # at most this many distinct values per value sampled: a dictionary pays
 
 

@@ -273,12 +273,14 @@ def entry_batches(
 def _locate(
     file: entries.KeyedFile, blocks: list[tuple[int, memoryview]], prefix: int, states: int
 ) -> EntryBatch:
+    buffer = batch.Buffer(*(raw for _, raw in blocks))
     parts: list[tuple[Int64s, ...]] = []
     base = 0
     for key_group, raw in blocks:
+        block = buffer.data[base : base + len(raw)].data  # a view: located in place
         try:
             starts, key_ends, value_ends, runs = entry_scan.locate(
-                raw, key_group, prefix, states, base
+                block, key_group, prefix, states, base
             )
         except StatectlError as exc:
             raise exc.with_source(f"{file.description} (key group {key_group})") from None
@@ -286,9 +288,8 @@ def _locate(
         groups = np.full(len(starts), key_group, np.int64)
         parts.append((groups, starts, key_ends, value_ends, ids))
         base += len(raw)
-    data = b"".join(raw for _, raw in blocks)
     columns = [np.concatenate(c) if c else np.zeros(0, np.int64) for c in zip(*parts, strict=True)]
-    return EntryBatch(batch.Buffer(data), *columns)
+    return EntryBatch(buffer, *columns)
 
 
 @dataclass

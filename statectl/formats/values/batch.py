@@ -6,9 +6,9 @@ those, SQL rows of numbers, strings and compact decimals); None for anything els
 takes the positions of many values in one buffer and returns them as an Arrow array of the
 codec's `arrow_type()` (what `to_arrow` of each `read` gives), the positions after them and the
 rows it could not take. Rows it cannot take (a string holding an unpaired surrogate, a POJO
-subclass, bytes that run past the end) are left to the codec's per-value `read`, which also gives their errors:
-callers decode those one by one, so results are the same. `json` gives the JSON text of each
-value, as `json.dumps(codec.to_json(value))`.
+subclass, bytes that run past the end) are left to the codec's per-value `read`, which also
+gives their errors: callers decode those one by one, so results are the same. `json` gives the
+JSON text of each value, as `json.dumps(codec.to_json(value))`.
 """
 
 from __future__ import annotations
@@ -45,10 +45,15 @@ PAD = 256  # zero bytes after a batch's data: a fixed-width read past a value's 
 class Buffer:
     """The bytes of a batch (zero-padded by `PAD`), with views several readers share."""
 
-    def __init__(self, data: bytes | bytearray | memoryview) -> None:
-        self.size = len(data)
-        self.data: U8s = np.zeros(self.size + PAD, np.uint8)
-        self.data[: self.size] = np.frombuffer(data, np.uint8)
+    def __init__(self, *parts: bytes | bytearray | memoryview) -> None:
+        """The parts' bytes one after another (copied once)."""
+        self.size = sum(len(part) for part in parts)
+        self.data: U8s = np.empty(self.size + PAD, np.uint8)
+        at = 0
+        for part in parts:
+            self.data[at : at + len(part)] = np.frombuffer(part, np.uint8)
+            at += len(part)
+        self.data[at:] = 0
         self._views: dict[str, npt.NDArray[Any]] = {}
 
     def __len__(self) -> int:
