@@ -17,7 +17,6 @@ NodeId, EventId), not the Table runtime's: they stay raw, with a reason, and are
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from statectl.operations.export import export
 from statectl.savepoint.entries import codecs_for, keyed_files, split_key
 from statectl.savepoint.reader import open_savepoint
 from tests.flink import harness
-from tests.operations.test_values_truth import exported_lines
+from tests.operations.test_values_truth import canonical, entry_key, exported_lines
 
 pytestmark = [pytest.mark.flink]
 
@@ -68,23 +67,6 @@ def truths() -> dict[str, list[dict[str, Any]]]:
 
 def savepoint_of(name: str) -> Path:
     return harness.sql_savepoints({name: SPECS[name]})[name].parent / "savepoint"
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
-
-
-def entry_key(line: dict[str, Any]) -> tuple[Any, ...]:
-    operator_state = line["kind"] in ("LIST", "UNION", "BROADCAST") and "key_group" not in line
-    return (
-        line["operator_id"],
-        line["state"],
-        line["subtask"] if operator_state else None,
-        canonical(line.get("key")),
-        canonical(line.get("namespace")),
-        canonical(line.get("user_key")),
-        line.get("timestamp"),
-    )
 
 
 def exported(name: str, tmp_path: Path) -> list[dict[str, Any]]:
