@@ -331,9 +331,11 @@ def _fast_table(
         return batch_values.binary_array(pa.binary(), buf, starts, ends - starts, fast.taken)
 
     def constant(value: Any, arrow: pa.DataType) -> pa.Array:
-        return (
-            pa.nulls(count, arrow).fill_null(value) if value is not None else pa.nulls(count, arrow)
-        )
+        if value is None:
+            return pa.nulls(count, arrow)
+        if arrow == pa.string():
+            return batch_values.constant_text(value, count)
+        return batch_values.fixed_width_array(arrow, np.full(count, value, np.int32))
 
     columns = {
         "operator": constant(file.operator, pa.string()),
@@ -342,7 +344,9 @@ def _fast_table(
         "state": constant(meta.name, pa.string()),
         "kind": constant(meta.kind, pa.string()),
         "subtask": constant(file.subtask, pa.int32()),
-        "key_group": pa.array(batch.key_groups[chosen].astype(np.int32), pa.int32()),
+        "key_group": batch_values.fixed_width_array(
+            pa.int32(), batch.key_groups[chosen].astype(np.int32)
+        ),
         "key": ranges(fast.key_start, fast.namespace_start),
         "namespace": ranges(fast.namespace_start, namespace_ends),
         "value": ranges(fast.value_start, value_ends),

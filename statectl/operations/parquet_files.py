@@ -29,6 +29,8 @@ def writer(sink: Any, schema: pa.Schema, first: pa.Table | pa.RecordBatch) -> pq
 
 def dictionary_columns(sample: pa.Table | pa.RecordBatch) -> list[str]:
     """The Parquet paths of the leaf columns whose sampled values repeat enough."""
+    if sample.num_rows == 0:  # an empty state's part: nothing to choose by
+        return []
     chosen: list[str] = []
     for name, column in zip(sample.schema.names, sample.columns, strict=True):
         array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column

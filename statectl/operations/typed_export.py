@@ -167,7 +167,7 @@ def write_typed_part(
             rows[name] += batch.num_rows
         for name in outputs:
             if rows[name] == 0:
-                empty = schemas[name].empty_table()
+                empty = pa.Table.from_batches([], schema=schemas[name])  # no pandas
                 writer_of(name, empty).write_table(empty)
     return [
         TypedPart(

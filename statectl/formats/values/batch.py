@@ -98,6 +98,24 @@ def _within(pos: Int64s, last: int) -> Int64s:
     return pos
 
 
+def fixed_width_array(
+    arrow: pa.DataType, values: npt.NDArray[Any], valid: Bools | None = None
+) -> pa.Array:
+    """Fixed-width numbers as an Arrow array of their buffer (null where not `valid`). Arrays
+    are built from buffers here: `pa.array` over numpy imports pandas to check for its types,
+    0.3 CPU-seconds of a command that never uses it."""
+    data = np.ascontiguousarray(values, values.dtype.newbyteorder("="))
+    mask = None if valid is None else validity(valid)
+    return pa.Array.from_buffers(arrow, len(data), [mask, pa.py_buffer(data)])
+
+
+def bool_bits_array(values: Bools, valid: Bools | None = None) -> pa.Array:
+    """Booleans as an Arrow array (null where not `valid`), from their bits."""
+    bits = pa.py_buffer(np.packbits(values, bitorder="little"))
+    mask = None if valid is None else validity(valid)
+    return pa.Array.from_buffers(pa.bool_(), len(values), [mask, bits])
+
+
 def bool_array(values: Any) -> Bools:
     return np.asarray(values, np.bool_)
 
@@ -126,7 +144,8 @@ def binary_array(
                 len(bounds) - 1,
                 [None, pa.py_buffer(bounds.astype(np.int32)), pa.py_buffer(buf.data)],
             )
-            rows = spans.take(pa.array(np.arange(0, len(bounds) - 1, 2, dtype=np.int32)))
+            every_other = np.arange(0, len(bounds) - 1, 2, dtype=np.int32)
+            rows = spans.take(fixed_width_array(pa.int32(), every_other))
             offsets, data = rows.buffers()[1:]
             return pa.Array.from_buffers(arrow, len(starts), [validity(valid), offsets, data])
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int32)
@@ -187,7 +206,7 @@ def java_strings(
     ends[rows] = wide_ends
     bad = np.zeros(len(starts), np.bool_)
     bad[rows[failed]] = True
-    return pc.replace_with_mask(values, pa.array(wide), decoded), ends, bad
+    return pc.replace_with_mask(values, bool_bits_array(wide), decoded), ends, bad
 
 
 def _utf16_varints(buf: Buffer, starts: Int64s, chars: Int64s) -> tuple[pa.Array, Int64s, Bools]:
@@ -258,8 +277,11 @@ def constant_text(text: str, count: int) -> pa.Array:
     )
 
 
+_NULL = constant_text("null", 1)  # its scalar: a Python "null" would be converted through pandas
+
+
 def _null_text(texts: pa.Array) -> pa.Array:
-    return pc.fill_null(texts, "null")
+    return pc.fill_null(texts, _NULL[0])
 
 
 def number_json(values: pa.Array) -> pa.Array:
@@ -361,8 +383,8 @@ class BigEndian(BatchReader):
 
     def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
         bad = live & (pos + self.width > len(buf))
-        numbers = buf.words(pos, self.width, self.dtype).astype(self.dtype[1:])
-        values = pa.array(numbers, self.arrow_type, mask=~(live & ~bad))
+        words = buf.words(pos, self.width, self.dtype)
+        values = fixed_width_array(self.arrow_type, words, live & ~bad)
         return values, np.where(live, pos + self.width, pos), bad
 
     def json(self, values: pa.Array) -> pa.Array:
@@ -374,7 +396,7 @@ class Boolean(BatchReader):
 
     def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
         bad = live & (pos >= len(buf))
-        values = pa.array(buf.byte(pos) != 0, pa.bool_(), mask=~(live & ~bad))
+        values = bool_bits_array(buf.byte(pos) != 0, live & ~bad)
         return values, np.where(live, pos + 1, pos), bad
 
     def json(self, values: pa.Array) -> pa.Array:
@@ -443,7 +465,7 @@ class Pojo(BatchReader):
             bad |= failed
             own &= ~failed
             arrays.append(values)
-        mask = pa.array(~(own & ~bad))
+        mask = bool_bits_array(~(own & ~bad))
         struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
         return struct, pos, bad
 
@@ -469,7 +491,7 @@ class Struct(BatchReader):
             values, pos, failed = reader.read(buf, pos, live & ~bad)
             bad |= failed
             arrays.append(values)
-        mask = pa.array(~(live & ~bad))
+        mask = bool_bits_array(~(live & ~bad))
         struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
         return struct, pos, bad
 
@@ -518,10 +540,11 @@ class _FixedSlot(_Slot):
         self, buf: Buffer, base: Int64s, end: Int64s, at: Int64s, live: Bools
     ) -> tuple[pa.Array, Bools]:
         if self.code == "?":
-            numbers: npt.NDArray[Any] = buf.byte(at) != 0
+            values = bool_bits_array(buf.byte(at) != 0, live)
         else:
-            numbers = buf.words(at, self.width, "<" + _NUMPY[self.code])
-        return pa.array(numbers, self.arrow_type, mask=~live), np.zeros(len(at), np.bool_)
+            words = buf.words(at, self.width, "<" + _NUMPY[self.code])
+            values = fixed_width_array(self.arrow_type, words, live)
+        return values, np.zeros(len(at), np.bool_)
 
     def json(self, values: pa.Array) -> pa.Array:
         if self.code in "fd":
@@ -618,8 +641,8 @@ class RowData(BatchReader):
             bad |= failed
             arrays.append(values)
         taken = live & ~bad
-        arrays.append(pa.array(kind.astype(np.int8), pa.int8(), mask=~taken))
-        mask = pa.array(~taken)
+        arrays.append(fixed_width_array(pa.int8(), kind.astype(np.int8), taken))
+        mask = bool_bits_array(~taken)
         struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
         return struct, np.where(live, end, pos), bad
 
