@@ -152,9 +152,10 @@ def batches(spans: Sequence[BlockSpan], max_bytes: int) -> list[list[BlockSpan]]
 def iter_blocks(
     stream: StateStream, spans: Sequence[BlockSpan]
 ) -> Iterator[tuple[BlockSpan, memoryview]]:
-    """The bytes of each block of `spans`, read a batch at a time."""
+    """The bytes of each block of `spans`, read a batch at a time (views of a local file
+    mapped into memory: callers copy what they keep)."""
     for batch in batches(spans, _BLOCK_BATCH_BYTES):
         base = batch[0].start
-        data = memoryview(stream.read(base, batch[-1].end))
+        data = memoryview(stream.read_view(base, batch[-1].end))
         for span in batch:
             yield span, data[span.start - base : span.end - base]

@@ -49,6 +49,16 @@ class StateStream:
     start: int = 0  # where the stream begins inside `location` (file-merging segments)
 
     def read(self, start: int = 0, end: int | None = None) -> bytes:
+        data = self._read(start, end, mapped=False)
+        assert isinstance(data, bytes)
+        return data
+
+    def read_view(self, start: int = 0, end: int | None = None) -> bytes | memoryview:
+        """The bytes [start, end), of a local file a view of it mapped into memory
+        (`Location.read_view`): for readers that copy what they keep."""
+        return self._read(start, end, mapped=True)
+
+    def _read(self, start: int, end: int | None, mapped: bool) -> bytes | memoryview:
         end = self.size if end is None else end
         if not 0 <= start <= end <= self.size:
             raise SavepointError(
@@ -58,7 +68,9 @@ class StateStream:
             return self.inline[start:end]
         if self.location is None:
             raise SavepointError("the stream has neither inline bytes nor a file", self.description)
-        data = self.location.read_bytes(self.start + start, self.start + end)
+        first, last = self.start + start, self.start + end
+        read = self.location.read_view if mapped else self.location.read_bytes
+        data = read(first, last)
         if len(data) != end - start:
             raise SavepointError(
                 f"file is shorter than its handle says ({self.size} bytes)", self.description

@@ -6,6 +6,8 @@ Flink writes Hadoop/Presto flavoured URIs (`s3a://`, `s3p://`) and bare `file:/x
 
 from __future__ import annotations
 
+import mmap
+import os
 import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -74,6 +76,23 @@ class Location:
         except ValueError as exc:
             raise SavepointError(f"not a valid file name ({exc})", self.url) from None
 
+    def read_view(self, start: int, end: int) -> bytes | memoryview:
+        """The bytes [start, end): of a local file, a view of it mapped into memory (no copy:
+        the reader copies what it keeps, and the view unmaps it once dropped); else read."""
+        if not self.is_local or end - start < _MAPPED_MIN_BYTES:
+            return self.read_bytes(start, end)
+        try:
+            with open(self.path, "rb") as file:
+                if os.fstat(file.fileno()).st_size < end:  # short: the read names the error
+                    return self.read_bytes(start, end)
+                first_page = start - start % mmap.ALLOCATIONGRANULARITY
+                mapped = mmap.mmap(
+                    file.fileno(), end - first_page, access=mmap.ACCESS_READ, offset=first_page
+                )
+        except (OSError, ValueError):
+            return self.read_bytes(start, end)
+        return memoryview(mapped)[start - first_page :]
+
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
         try:
             if start is None and end is None:
@@ -87,6 +106,9 @@ class Location:
         except ValueError as exc:
             raise SavepointError(f"not a valid file name ({exc})", self.url) from None
         return data
+
+
+_MAPPED_MIN_BYTES = 1 << 20  # smaller reads cost less than a mapping
 
 
 def _join_url(url: str, name: str) -> str:
