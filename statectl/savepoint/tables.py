@@ -332,15 +332,16 @@ _VALUE_KINDS = ("VALUE", "REDUCING", "AGGREGATING")
 
 def readers_for(codec: StateCodec) -> StateReaders | None:
     """Batch readers for a keyed VALUE, REDUCING, AGGREGATING or MAP state (with or without
-    TTL) whose namespace has a fixed length (the key is not followed by its length and a MAP's
-    user key begins after it) and whose parts all read in batches."""
-    if codec.kind not in (*_VALUE_KINDS, "MAP"):
+    TTL) or LIST state (without: each element would carry its own timestamp) whose namespace
+    has a fixed length (the key is not followed by its length and a MAP's user key begins after
+    it) and whose parts all read in batches."""
+    if codec.kind not in (*_VALUE_KINDS, "MAP", "LIST") or (codec.kind == "LIST" and codec.ttl):
         return None
     if codec.namespace is None or codec.namespace.fixed_length is None:
         return None
     key = batch.reader_for(codec.key)
     namespace = batch.reader_for(codec.namespace)
-    value = batch.reader_for(codec.user_value_codec())
+    value = _value_reader(codec)
     user_key = batch.reader_for(codec.user_key) if codec.kind == "MAP" else None
     if key is None or namespace is None or value is None:
         return None
@@ -349,6 +350,13 @@ def readers_for(codec: StateCodec) -> StateReaders | None:
     ttl_timestamp = batch.TtlTimestamp() if codec.ttl else None
     fixed = codec.namespace.fixed_length
     return StateReaders(key, namespace, value, fixed, user_key, ttl_timestamp)
+
+
+def _value_reader(codec: StateCodec) -> batch.BatchReader | None:
+    """The user value's reader: a LIST's reads the whole list (its elements)."""
+    if codec.kind == "LIST":
+        return batch.list_reader_for(codec.user_value_codec())
+    return batch.reader_for(codec.user_value_codec())
 
 
 def decode_fast(
@@ -393,6 +401,9 @@ def _stored_values(
 ) -> tuple[pa.Array, pa.Array | None, Bools]:
     """The stored values [at, ends) of the live rows (`StateCodec.decode_value`): the user
     values, their TTL timestamps (None without TTL) and the rows taken."""
+    if isinstance(readers.value, batch.DelimitedList):  # a LIST's elements fill the value
+        lists, bad = readers.value.read_until(buf, at, ends, live)
+        return lists, None, live & ~bad
     null = np.zeros(len(at), np.bool_)
     if readers.user_key is not None:
         at, live, null = _map_null_flags(buf, at, ends, live)

@@ -19,7 +19,7 @@ from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import StateCodec
 from statectl.formats.values import TtlCodec, scalars
 from statectl.formats.values.batch import Buffer
-from statectl.formats.values.composites import StructCodec, WindowCodec
+from statectl.formats.values.composites import EnumCodec, StructCodec, WindowCodec
 from statectl.operations import export
 from statectl.savepoint import entries, tables
 from statectl.savepoint.reader import open_savepoint
@@ -95,8 +95,11 @@ def test_the_fixtures_take_the_batch_path() -> None:
         for codec in entries.codecs_for(file.header(), file.flink_major).values()
     ]
     typed = {codec.describe() for codec in codecs if tables.readers_for(codec) is not None}
-    assert sum(tables.readers_for(codec) is not None for codec in codecs) >= 18
+    assert sum(tables.readers_for(codec) is not None for codec in codecs) >= 21
     assert {
+        "ENUM(RED, GREEN, BLUE, VIOLET)",
+        "MAP<BIGINT, ENUM(RED, GREEN, BLUE, VIOLET)>",
+        "LIST<TUPLE2{f0 STRING, f1 BIGINT}>",
         "TUPLE2{f0 STRING, f1 BIGINT}",  # a Tuple value
         "BIGINT",  # window-contents: a TimeWindow namespace (and plain BIGINT values)
         "STRING, TTL",
@@ -104,6 +107,7 @@ def test_the_fixtures_take_the_batch_path() -> None:
         "TUPLE2{f0 BIGINT, f1 BIGINT}, TTL",
         "MAP<STRING, BIGINT>, TTL",
     } <= typed
+    assert "LIST<STRING>, TTL" not in typed  # each element has its timestamp: per entry
     windowed = [c for c in codecs if isinstance(c.namespace, WindowCodec) and c.kind != "TIMERS"]
     assert windowed and all(tables.readers_for(c) is not None for c in windowed)
 
@@ -116,6 +120,7 @@ TUPLE = StructCodec(
 TIME_WINDOW = WindowCodec(
     "org.apache.flink.streaming.api.windowing.windows.TimeWindow", ["start", "end"]
 )
+COLORS = EnumCodec("com.acme.Color", ("RED", "GREEN", "BLUE"))
 SYNTHETIC = {
     "map-ttl": StateCodec(
         "MAP", True, scalars.STRING, TIME_WINDOW, scalars.STRING, TtlCodec(TUPLE), True
@@ -124,9 +129,25 @@ SYNTHETIC = {
     "value-ttl": StateCodec(
         "VALUE", True, scalars.STRING, TIME_WINDOW, None, TtlCodec(scalars.STRING), True
     ),
+    # lists of the item's user key characters and value (`_list_value`): longs are fixed width
+    "list": StateCodec("LIST", True, scalars.STRING, TIME_WINDOW, None, TUPLE),
+    "list-long": StateCodec("LIST", True, scalars.STRING, scalars.VOID, None, scalars.LONG),
+    "value-enum": StateCodec("VALUE", True, scalars.STRING, scalars.VOID, None, COLORS),
 }
 MAX_PARALLELISM = 128  # a one-byte key-group prefix
-DAMAGE = [None, None, None, "cut", "extra", "flag", "heap-null", "user-key", "ttl-only"]
+DAMAGE = [
+    None,
+    None,
+    None,
+    "cut",
+    "extra",
+    "flag",
+    "heap-null",
+    "user-key",
+    "ttl-only",
+    "comma",
+    "out-of-range",
+]
 
 longs = st.integers(-(2**63), 2**63 - 1)
 synthetic_entries = st.lists(
@@ -155,7 +176,7 @@ def _synthetic_batch(codec: StateCodec, items: list[tuple[Any, ...]]) -> tables.
         composite += codec.encode_namespace(namespace if codec.namespace is TIME_WINDOW else None)
         if codec.kind == "MAP":
             composite += codec.encode_user_key(user_key) + (b"!" if damage == "user-key" else b"")
-        stored = _stored(codec, value, ttl, damage)
+        stored = _stored(codec, value, ttl, damage, user_key)
         composite[0] |= 0x80 if len(columns["starts"]) % 3 == 0 else 0  # the run-end flag
         columns["groups"].append(group)
         columns["starts"].append(len(data))
@@ -177,9 +198,14 @@ def _epoch_ms(table: pa.Table) -> pa.Table:
     return table.set_column(at, "ttl_timestamp", table["ttl_timestamp"].cast(pa.int64()))
 
 
-def _stored(codec: StateCodec, value: Any, ttl: int, damage: str | None) -> bytes:
-    """The stored value of `value` (as the state's value type holds it), then damaged."""
-    if codec.kind != "MAP" and value is None:
+def _stored(codec: StateCodec, value: Any, ttl: int, damage: str | None, chars: str) -> bytes:
+    """The stored value of `value` (as the state's value type holds it), then damaged; a
+    LIST's holds a tuple per character of `chars` first."""
+    if codec.kind == "LIST":
+        value = _list_value(codec, chars, value)
+    elif codec.user_value_codec() is COLORS:
+        value = COLORS.constants[ttl % len(COLORS.constants)]  # damaged: "out-of-range"
+    elif codec.kind != "MAP" and value is None:
         value = {"f0": None, "f1": 0} if codec.user_value_codec() is TUPLE else None
     if codec.user_value_codec() is scalars.STRING and value is not None:
         value = value["f0"]
@@ -195,7 +221,19 @@ def _stored(codec: StateCodec, value: Any, ttl: int, damage: str | None) -> byte
         return b"\x01" + stored[1:] if value is not None else stored + b"\x00"
     if damage == "ttl-only" and codec.ttl:
         return stored[: 9 if codec.kind == "MAP" else 8]
+    if damage == "comma" and codec.kind == "LIST":
+        return stored + b","
+    if damage == "out-of-range" and codec.user_value_codec() is COLORS:
+        return (len(COLORS.constants) + ttl % 3).to_bytes(4, "big")
     return stored
+
+
+def _list_value(codec: StateCodec, chars: str, value: Any) -> list[Any]:
+    """A LIST value: a tuple per character, then the value (longs: the tuples' f1s)."""
+    tuples = [{"f0": c, "f1": i} for i, c in enumerate(chars)] + ([value] if value else [])
+    if codec.user_value_codec() is scalars.LONG:
+        return [t["f1"] for t in tuples]
+    return tuples
 
 
 @pytest.mark.parametrize("name", SYNTHETIC)

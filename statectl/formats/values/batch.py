@@ -1,8 +1,9 @@
 """Column readers: many values of one codec at once, with numpy over one buffer.
 
 `reader_for(codec)` gives a `BatchReader` for the layouts that allow it (the base serializers'
-numbers, booleans and Java strings, VoidNamespace, POJOs, Tuples, case classes and windows of
-those, SQL rows of numbers, strings and compact decimals); None for anything else. A reader
+numbers, booleans and Java strings, enums, VoidNamespace, POJOs, Tuples, case classes and windows
+of those, SQL rows of numbers, strings and compact decimals); None for anything else.
+`list_reader_for(element)` reads a keyed LIST state's value (its elements joined by `,`). A reader
 takes the positions of many values in one buffer and returns them as an Arrow array of the
 codec's `arrow_type()` (what `to_arrow` of each `read` gives), the positions after them and the
 rows it could not take. Rows it cannot take (a string holding an unpaired surrogate, a POJO
@@ -21,13 +22,14 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from statectl.formats.state_values import LIST_DELIMITER
 from statectl.formats.values import scalars
 from statectl.formats.values.binary_fields import (
     CompactDecimalField,
     FixedField,
     StringField,
 )
-from statectl.formats.values.composites import StructCodec, WindowCodec
+from statectl.formats.values.composites import EnumCodec, StructCodec, WindowCodec
 from statectl.formats.values.model import Codec
 from statectl.formats.values.pojo import NO_SUBCLASS, PojoCodec
 from statectl.formats.values.row_data import RowDataCodec
@@ -511,6 +513,155 @@ class TtlTimestamp(BigEndian):
         return number_json(values.cast(pa.int64()))
 
 
+class Enum(BatchReader):
+    """`EnumSerializer`: a big-endian i32 index into the snapshot's constants, read as the
+    constant's name. An index out of range is left to the codec (it raises)."""
+
+    arrow_type = pa.string()
+
+    def __init__(self, constants: pa.Array) -> None:
+        self.constants = constants
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        index = buf.words(pos, 4, ">i4").astype(np.int64)
+        bad = live & ((pos + 4 > len(buf)) | (index < 0) | (index >= len(self.constants)))
+        taken = live & ~bad
+        picks = fixed_width_array(pa.int32(), np.where(taken, index, 0).astype(np.int32), taken)
+        return self.constants.take(picks), np.where(live, pos + 4, pos), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return string_json(values)
+
+
+def _enum_reader(codec: EnumCodec) -> Enum | None:
+    """The reader of an enum whose constants UTF-8 can hold (built from buffers, as every array
+    of the batch path is)."""
+    try:
+        names = [c.encode("utf-8") for c in codec.constants]
+    except UnicodeEncodeError:
+        return None
+    offsets = np.cumsum([0, *map(len, names)]).astype(np.int32)
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(names))]
+    return Enum(pa.Array.from_buffers(pa.string(), len(names), buffers))
+
+
+class DelimitedList(BatchReader):
+    """A keyed LIST state's value without TTL (`state_values.split_list`): the elements one after
+    another, each followed by `,` except the last, filling the stored value (empty: no elements).
+    The delimiter is not escaped: an element is found only by reading the one before. Elements
+    of a fixed width are located all at once; others in rounds (the first element of every
+    list, then the second, …), for lists of at most `MAX_ROUNDS` elements: longer ones are left
+    to the codec. The value is an Arrow list of the element type; its JSON an array."""
+
+    MAX_ROUNDS = 64
+
+    def __init__(self, element: BatchReader, width: int | None) -> None:
+        self.element = element
+        self.width = width
+        self.arrow_type = pa.list_(element.arrow_type)
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        raise TypeError("a LIST value ends where its entry ends: read it with read_until")
+
+    def read_until(
+        self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools
+    ) -> tuple[pa.Array, Bools]:
+        """The lists filling [pos, ends) of the live rows (null elsewhere) and the live rows this
+        reader cannot take."""
+        bad = live & ((pos > ends) | (ends > len(buf)))
+        live = live & ~bad
+        if self.width is not None:
+            values, rows, failed = self._fixed_width(buf, pos, ends, live, self.width)
+        else:
+            values, rows, failed = self._in_rounds(buf, pos, ends, live)
+        bad |= failed
+        return self._lists(values, rows, live & ~bad), bad
+
+    def _fixed_width(
+        self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools, width: int
+    ) -> tuple[pa.Array, Int64s, Bools]:
+        """Every element at once: n elements take n × (width + 1) - 1 bytes."""
+        size = np.where(live, ends - pos, 0)
+        stride = width + 1
+        bad = live & (size > 0) & ((size + 1) % stride != 0)
+        counts = np.where(live & ~bad, (size + 1) // stride, 0)
+        rows, index = _elements_of(counts)
+        starts = pos[rows] + index * stride
+        values, after, failed = self.element.read(buf, starts, np.ones(len(rows), np.bool_))
+        last = index == counts[rows] - 1
+        delimited = last | (buf.byte(after) == LIST_DELIMITER)
+        failed |= (after != starts + width) | ~delimited
+        bad[rows[failed]] = True
+        return values, rows, bad
+
+    def _in_rounds(
+        self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools
+    ) -> tuple[pa.Array, Int64s, Bools]:
+        """Element k of every list still open in round k; the elements in list order."""
+        bad = np.zeros(len(pos), np.bool_)
+        open_lists = live & (pos < ends)
+        at = pos.copy()
+        pieces: list[pa.Array] = []
+        owners: list[Int64s] = []
+        for _ in range(self.MAX_ROUNDS):
+            rows = np.flatnonzero(open_lists)
+            if not len(rows):
+                break
+            values, after, failed = self.element.read(buf, at[rows], np.ones(len(rows), np.bool_))
+            end = ends[rows]
+            more = after < end  # then a delimiter and at least one byte of the next element
+            delimited = (buf.byte(after) == LIST_DELIMITER) & (after + 1 < end)
+            failed |= (after > end) | (more & ~delimited)
+            bad[rows[failed]] = True
+            open_lists[rows] = more & ~failed
+            at[rows] = after + 1
+            pieces.append(values)
+            owners.append(rows)
+        bad |= open_lists  # more elements than rounds
+        if not pieces:
+            return pa.nulls(0, self.element.arrow_type), np.zeros(0, np.int64), bad
+        rows = np.concatenate(owners)
+        in_list_order = np.argsort(rows, kind="stable")  # rounds are in element order
+        values = pa.concat_arrays(pieces).take(fixed_width_array(pa.int64(), in_list_order))
+        return values, rows[in_list_order], bad
+
+    def _lists(self, values: pa.Array, rows: Int64s, taken: Bools) -> pa.Array:
+        """The list array of the `taken` rows' elements (`values`, of rows `rows`, in order)."""
+        keep = taken[rows]
+        if not keep.all():
+            values = values.filter(bool_bits_array(keep))
+        counts = np.bincount(rows[keep], minlength=len(taken))
+        offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
+        buffers = [validity(taken), pa.py_buffer(offsets)]
+        return pa.Array.from_buffers(self.arrow_type, len(taken), buffers, children=[values])
+
+    def json(self, values: pa.Array) -> pa.Array:
+        """`[a, b]` as json.dumps writes a list (", "), "null" for a null."""
+        offsets = values.offsets.to_numpy()
+        texts = self.element.json(values.flatten())
+        bounds = pa.py_buffer((offsets - offsets[0]).astype(np.int32))
+        lists = pa.Array.from_buffers(
+            pa.list_(pa.string()), len(values), [None, bounds], children=[texts]
+        )
+        bracketed = pc.binary_join_element_wise("[", pc.binary_join(lists, ", "), "]", "")
+        return pc.if_else(values.is_valid(), bracketed, _NULL[0])
+
+
+def _elements_of(counts: Int64s) -> tuple[Int64s, Int64s]:
+    """For `counts[r]` elements of each row r: every element's row and index within its row."""
+    rows = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    firsts = np.cumsum(counts) - counts
+    return rows, np.arange(len(rows), dtype=np.int64) - firsts[rows]
+
+
+def list_reader_for(element: Codec | None) -> DelimitedList | None:
+    """A batch reader of a keyed LIST state's value (without TTL) of `element`s, or None."""
+    reader = reader_for(element)
+    if reader is None or isinstance(reader, Void) or element is None:
+        return None
+    return DelimitedList(reader, element.fixed_length)
+
+
 # --- SQL rows ------------------------------------------------------------------------------------
 
 _INLINE = np.uint64(1 << 63)
@@ -688,6 +839,8 @@ def reader_for(codec: Codec | None) -> BatchReader | None:
         members = [reader_for(c) for c in codec.codecs]
         if all(m is not None and not isinstance(m, Void) for m in members):
             return Struct(codec, [m for m in members if m is not None])
+    if isinstance(codec, EnumCodec):
+        return _enum_reader(codec)
     if isinstance(codec, RowDataCodec) and len(codec.layout.fields) <= 56:
         slots = [_slot(f) for f in codec.layout.fields]
         if all(s is not None for s in slots):

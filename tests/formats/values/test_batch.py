@@ -14,9 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from statectl.errors import FormatError
 from statectl.formats.logical_types import LogicalType
+from statectl.formats.state_values import DECODE_ERRORS, join_list, split_list
 from statectl.formats.values import batch, scalars
-from statectl.formats.values.composites import RowCodec, StructCodec, Tuple0Codec, WindowCodec
+from statectl.formats.values.composites import (
+    EnumCodec,
+    RowCodec,
+    StructCodec,
+    Tuple0Codec,
+    WindowCodec,
+)
 from statectl.formats.values.model import Codec
 from statectl.formats.values.pojo import PojoCodec
 from statectl.formats.values.row_data import RowDataCodec
@@ -267,3 +275,167 @@ def test_unsupported_codecs_have_no_reader() -> None:
     with_bytes = StructCodec("TUPLE1", "Tuple1", ["f0"], [scalars.BIG_DECIMAL])
     assert batch.reader_for(with_bytes) is None
     assert pa.types.is_struct(batch.reader_for(ROW).arrow_type)  # type: ignore[union-attr]
+
+
+# --- enums ---------------------------------------------------------------------------------------
+
+COLORS = EnumCodec("com.acme.Color", ("RED", "GREEN", "BLUE", 'ÜBER "q"', "tab\there"))
+POJO_WITH_ENUM = PojoCodec("com.acme.Paint", ["color", "name"], [COLORS, scalars.STRING], [], {})
+TUPLE_WITH_ENUM = StructCodec(
+    "TUPLE2", "org.apache.flink.api.java.tuple.Tuple2", ["f0", "f1"], [COLORS, scalars.LONG]
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(st.integers(-3, 8), st.integers(-(2**31), 2**31 - 1)), max_size=30))
+def test_enum_batches_equal_per_value_reads(indexes: list[int]) -> None:
+    """Every index in range is the constant's name; the others are left to the codec, which
+    raises on them."""
+    reader = batch.reader_for(COLORS)
+    assert reader is not None
+    data = b"".join(b"\x07" + i.to_bytes(4, "big", signed=True) for i in indexes)
+    starts = np.arange(len(indexes), dtype=np.int64) * 5 + 1
+    live = np.ones(len(indexes), np.bool_)
+    values, after, bad = reader.read(batch.Buffer(data), starts, live)
+    assert values.type == COLORS.arrow_type()
+    texts = reader.json(values).to_pylist()
+    for i, index in enumerate(indexes):
+        view = memoryview(data[starts[i] : starts[i] + 4])
+        if not 0 <= index < len(COLORS.constants):
+            assert bad[i]
+            with pytest.raises(FormatError):
+                COLORS.decode(view)
+            continue
+        assert not bad[i] and after[i] == starts[i] + 4
+        assert values[i].as_py() == COLORS.to_arrow(COLORS.decode(view))
+        assert texts[i] == json_text(COLORS, COLORS.decode(view))
+
+
+def test_truncated_enums_are_left_to_the_codec() -> None:
+    reader = batch.reader_for(COLORS)
+    assert reader is not None
+    buf = batch.Buffer(b"\x00\x00\x01")
+    _, _, bad = reader.read(buf, np.zeros(1, np.int64), np.ones(1, np.bool_))
+    assert bad.tolist() == [True]
+
+
+def test_enums_without_constants_or_with_unpaired_surrogates() -> None:
+    empty = batch.reader_for(EnumCodec("E", ()))
+    assert empty is not None
+    buf = batch.Buffer(b"\x00\x00\x00\x00")
+    values, _, bad = empty.read(buf, np.zeros(1, np.int64), np.ones(1, np.bool_))
+    assert bad.tolist() == [True] and values.null_count == 1
+    assert batch.reader_for(EnumCodec("E", ("half \ud83d",))) is None  # UTF-8 cannot hold it
+
+
+paint_values = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {"color": st.one_of(st.none(), st.sampled_from(COLORS.constants)), "name": texts}
+    ),
+)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(paint_values, min_size=1, max_size=30))
+def test_enum_fields_of_pojos_equal_per_value_reads(values: list[Any]) -> None:
+    check(POJO_WITH_ENUM, values)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.fixed_dictionaries({"f0": st.sampled_from(COLORS.constants), "f1": longs}),
+        min_size=1,
+        max_size=30,
+    )
+)
+def test_enum_fields_of_tuples_equal_per_value_reads(values: list[Any]) -> None:
+    assert check(TUPLE_WITH_ENUM, values) == len(values)
+
+
+# --- keyed LIST values: elements joined by "," ---------------------------------------------------
+
+LIST_ELEMENTS = {
+    "long": (scalars.LONG, longs),
+    "enum": (COLORS, st.sampled_from(COLORS.constants)),
+    "window": (TIME_WINDOW, window_values),  # fixed width, located at once
+    "string": (scalars.STRING, st.one_of(st.none(), java_texts)),
+    "tuple": (StructCodec(  # variable width, located in rounds
+        "TUPLE2", "Tuple2", ["f0", "f1"], [scalars.STRING, COLORS]
+    ), st.fixed_dictionaries(
+        {"f0": st.one_of(st.none(), texts), "f1": st.sampled_from(COLORS.constants)}
+    )),
+}  # fmt: skip
+LIST_DAMAGE = [None, None, None, "cut", "extra", "trailing-comma", "semicolon", "empty"]
+
+
+def _list_bytes(element: Codec, values: list[Any], damage: str | None) -> bytes:
+    stored = join_list(element, values)
+    if damage == "cut":
+        return stored[:-1]
+    if damage == "extra":
+        return stored + b"\x00"
+    if damage == "trailing-comma":
+        return stored + b","
+    if damage == "semicolon":
+        return stored.replace(b",", b";", 1)
+    if damage == "empty":
+        return b""
+    return stored
+
+
+@pytest.mark.parametrize("name", LIST_ELEMENTS)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_list_batches_equal_per_value_reads(name: str, data: st.DataObject) -> None:
+    """Every list the batch reader takes equals `split_list`'s (Arrow values and JSON text);
+    it takes every list `split_list` reads whose strings UTF-8 can hold and that has no more
+    elements than its rounds (here 4)."""
+    element, values = LIST_ELEMENTS[name]
+    lists = data.draw(
+        st.lists(
+            st.tuples(st.lists(values, max_size=7), st.sampled_from(LIST_DAMAGE)),
+            min_size=1,
+            max_size=20,
+        )
+    )
+    reader = batch.list_reader_for(element)
+    assert reader is not None
+    reader.MAX_ROUNDS = 4
+    stored = [_list_bytes(element, items, damage) for items, damage in lists]
+    buf = batch.Buffer(b"".join(b"\x07" + s for s in stored))
+    sizes = np.array([len(s) for s in stored], np.int64)
+    starts = np.cumsum(sizes + 1) - sizes
+    live = np.ones(len(lists), np.bool_)
+    arrays, bad = reader.read_until(buf, starts, starts + sizes, live)
+    assert arrays.type == pa.list_(element.arrow_type())
+    texts = reader.json(arrays).to_pylist()
+    for i in range(len(lists)):
+        try:
+            expected = split_list(element, stored[i])
+        except DECODE_ERRORS:
+            assert bad[i]
+            continue
+        fits = reader.width is not None or len(expected) <= reader.MAX_ROUNDS
+        assert bad[i] == (any(map(_has_unpaired_surrogate, expected)) or not fits), i
+        if bad[i]:
+            continue
+        want = [None if v is None else element.to_arrow(v) for v in expected]
+        assert _same_list(arrays[i].as_py(), want), i
+        json_form = [None if v is None else element.to_json(v) for v in expected]
+        assert texts[i] == json.dumps(json_form, ensure_ascii=False), i
+
+
+def _same_list(got: list[Any], want: list[Any]) -> bool:
+    return len(got) == len(want) and all(_same(g, w) for g, w in zip(got, want, strict=True))
+
+
+def test_list_readers_need_element_readers() -> None:
+    assert batch.list_reader_for(scalars.BIG_DECIMAL) is None
+    assert batch.list_reader_for(scalars.VOID) is None
+    assert batch.list_reader_for(None) is None
+    fixed = batch.list_reader_for(scalars.LONG)
+    assert fixed is not None and fixed.width == 8
+    with pytest.raises(TypeError):  # a list is read up to its entry's end
+        fixed.read(batch.Buffer(b""), np.zeros(0, np.int64), np.zeros(0, np.bool_))
