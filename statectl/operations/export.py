@@ -458,6 +458,10 @@ class Tally:
             self.raw[label] = RawCount((seen.rows if seen else 0) + raw.rows, first)
 
 
+UNPRUNED_COLUMNS = ("key", "namespace", "user_key", "value", "value_json")
+"""Raw bytes and the values' JSON: written without min/max statistics (`parquet_files`)."""
+
+
 def write_rows(rows: Iterator[Row | pa.Table], sink: Any) -> tuple[int, Tally]:
     """Rows (single or as tables) into one Parquet stream, a row group per batch of
     `BATCH_ROWS` rows or `BATCH_BYTES` (whichever comes first); (rows, the tally per state)."""
@@ -469,7 +473,8 @@ def write_rows(rows: Iterator[Row | pa.Table], sink: Any) -> tuple[int, Tally]:
         def write(ready: pa.RecordBatch) -> None:
             nonlocal parquet, total
             if parquet is None:
-                parquet = stack.enter_context(parquet_files.writer(sink, SCHEMA, ready))
+                opened = parquet_files.writer(sink, SCHEMA, ready, UNPRUNED_COLUMNS)
+                parquet = stack.enter_context(opened)
             parquet.write_batch(ready)
             total += ready.num_rows
 

@@ -21,10 +21,31 @@ SAMPLE_ROWS = 1 << 14
 REPEATING = 0.1  # at most this many distinct values per value sampled: a dictionary pays
 
 
-def writer(sink: Any, schema: pa.Schema, first: pa.Table | pa.RecordBatch) -> pq.ParquetWriter:
-    """A Parquet writer of `schema` into `sink`, its dictionaries chosen by `first`'s rows."""
+def writer(
+    sink: Any,
+    schema: pa.Schema,
+    first: pa.Table | pa.RecordBatch,
+    no_statistics: tuple[str, ...] = (),
+) -> pq.ParquetWriter:
+    """A Parquet writer of `schema` into `sink`, its dictionaries chosen by `first`'s rows;
+    min/max statistics for every column but `no_statistics` (long texts and raw bytes, which
+    no reader prunes by and whose comparisons cost a tenth of the writing)."""
     chosen = dictionary_columns(first.slice(0, SAMPLE_ROWS))
-    return pq.ParquetWriter(sink, schema, compression=COMPRESSION, use_dictionary=chosen)
+    statistics: bool | list[str] = True
+    if no_statistics:
+        statistics = [
+            path
+            for field in schema
+            if field.name not in no_statistics
+            for path in _leaf_paths(field.name, field.type)
+        ]
+    return pq.ParquetWriter(
+        sink,
+        schema,
+        compression=COMPRESSION,
+        use_dictionary=chosen,
+        write_statistics=statistics,
+    )
 
 
 def dictionary_columns(sample: pa.Table | pa.RecordBatch) -> list[str]:
@@ -58,6 +79,22 @@ def _leaves(path: str, array: pa.Array) -> list[tuple[str, pa.Array]]:
     if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
         return _leaves(f"{path}.list.element", array.flatten())
     return [(path, array)]
+
+
+def _leaf_paths(path: str, kind: pa.DataType) -> list[str]:
+    """The Parquet column paths under a field of type `kind` (named as `_leaves` names them)."""
+    if isinstance(kind, pa.BaseExtensionType):
+        kind = kind.storage_type
+    if pa.types.is_struct(kind):
+        return [p for f in kind for p in _leaf_paths(f"{path}.{f.name}", f.type)]
+    if pa.types.is_map(kind):
+        return [
+            *_leaf_paths(f"{path}.key_value.key", kind.key_type),
+            *_leaf_paths(f"{path}.key_value.value", kind.item_type),
+        ]
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _leaf_paths(f"{path}.list.element", kind.value_type)
+    return [path]
 
 
 def _repeats(values: pa.Array) -> bool:

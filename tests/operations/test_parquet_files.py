@@ -49,3 +49,25 @@ def test_an_all_null_sample_and_an_extension_column_are_written() -> None:
     )
     assert "RLE_DICTIONARY" in _encodings(table)["doc"]
     assert parquet_files.dictionary_columns(table) == ["reason", "doc"]
+
+
+def test_statistics_are_left_out_only_where_asked() -> None:
+    table = pa.table(
+        {
+            "key": pa.array([b"\x01", b"\x02"]),
+            "value": pa.array([{"q": 1, "tags": ["a"]}, {"q": 2, "tags": ["b"]}]),
+            "value_json": pa.array(['{"q": 1}', '{"q": 2}']),
+        }
+    )
+    sink = io.BytesIO()
+    with parquet_files.writer(sink, table.schema, table, ("key", "value_json")) as writer:
+        writer.write_table(table)
+    group = pq.ParquetFile(io.BytesIO(sink.getvalue())).metadata.row_group(0)
+    columns = (group.column(i) for i in range(group.num_columns))
+    stats = {c.path_in_schema: c.is_stats_set for c in columns}
+    assert stats == {
+        "key": False,
+        "value.q": True,
+        "value.tags.list.element": True,
+        "value_json": False,
+    }
