@@ -335,6 +335,7 @@ def _fast_table(
             return pa.nulls(count, arrow)
         if arrow == pa.string():
             return batch_values.constant_text(value, count)
+        assert arrow == pa.int32(), arrow  # the subtask
         return batch_values.fixed_width_array(arrow, np.full(count, value, np.int32))
 
     columns = {
