@@ -95,7 +95,7 @@ def test_the_fixtures_take_the_batch_path() -> None:
         for codec in entries.codecs_for(file.header(), file.flink_major).values()
     ]
     typed = {codec.describe() for codec in codecs if tables.readers_for(codec) is not None}
-    assert sum(tables.readers_for(codec) is not None for codec in codecs) >= 21
+    assert sum(tables.readers_for(codec) is not None for codec in codecs) >= 32
     assert {
         "ENUM(RED, GREEN, BLUE, VIOLET)",
         "MAP<BIGINT, ENUM(RED, GREEN, BLUE, VIOLET)>",
@@ -106,7 +106,24 @@ def test_the_fixtures_take_the_batch_path() -> None:
         "BIGINT, TTL",
         "TUPLE2{f0 BIGINT, f1 BIGINT}, TTL",
         "MAP<STRING, BIGINT>, TTL",
+        "LIST<BIGINT>",  # a List value
+        "MAP<STRING, INT>",  # a Map value
+        "ARRAY<INT>",  # int[]
+        "ARRAY<BOOLEAN>",
+        "BYTES",
     } <= typed
+    pojos = [
+        c
+        for c in codecs
+        if c.describe().startswith(
+            (
+                "POJO statectl.values.Model$Pojo",
+                "LIST<POJO statectl.values.Model$Pojo",
+                "MAP<STRING, POJO statectl.values.Model$Pojo",
+            )
+        )
+    ]
+    assert pojos and all(tables.readers_for(c) is not None for c in pojos)  # SET, MAP, LIST fields
     assert "LIST<STRING>, TTL" not in typed  # each element has its timestamp: per entry
     windowed = [c for c in codecs if isinstance(c.namespace, WindowCodec) and c.kind != "TIMERS"]
     assert windowed and all(tables.readers_for(c) is not None for c in windowed)

@@ -29,7 +29,18 @@ from statectl.formats.values.binary_fields import (
     FixedField,
     StringField,
 )
-from statectl.formats.values.composites import EnumCodec, StructCodec, WindowCodec
+from statectl.formats.values.composites import (
+    EnumCodec,
+    ListCodec,
+    MapCodec,
+    NullableCodec,
+    ObjectArrayCodec,
+    OptionCodec,
+    SetCodec,
+    StructCodec,
+    WindowCodec,
+)
+from statectl.formats.values.json_form import base64_json, json_text
 from statectl.formats.values.model import Codec
 from statectl.formats.values.pojo import NO_SUBCLASS, PojoCodec
 from statectl.formats.values.row_data import RowDataCodec
@@ -662,6 +673,344 @@ def list_reader_for(element: Codec | None) -> DelimitedList | None:
     return DelimitedList(reader, element.fixed_length)
 
 
+# --- collections (flink-state-values.md §4.4, §4.6, §4.7) ----------------------------------------
+
+
+def _list_array(arrow: pa.DataType, values: pa.Array, rows: Int64s, taken: Bools) -> pa.Array:
+    """The list (or map) array of the `taken` rows' elements (`values`, of rows `rows`, in
+    order); null elsewhere."""
+    keep = taken[rows]
+    if not keep.all():
+        values = values.filter(bool_bits_array(keep))
+    counts = np.bincount(rows[keep], minlength=len(taken))
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
+    buffers = [validity(taken), pa.py_buffer(offsets)]
+    return pa.Array.from_buffers(arrow, len(taken), buffers, children=[values])
+
+
+def _in_list_order(
+    pieces: list[pa.Array], owners: list[Int64s], empty: pa.DataType
+) -> tuple[pa.Array, Int64s]:
+    """Elements read in rounds (element k of every list in round k) put in list order."""
+    if not pieces:
+        return pa.nulls(0, empty), np.zeros(0, np.int64)
+    rows = np.concatenate(owners)
+    order = np.argsort(rows, kind="stable")  # rounds are in element order
+    return pa.concat_arrays(pieces).take(fixed_width_array(pa.int64(), order)), rows[order]
+
+
+def _joined(values: pa.Array, texts: pa.Array, opening: str, closing: str) -> pa.Array:
+    """Each list's element texts joined by ", " between `opening` and `closing` ("null" for a
+    null list), as json.dumps writes a list or a dict."""
+    offsets = values.offsets.to_numpy()
+    bounds = pa.py_buffer((offsets - offsets[0]).astype(np.int32))
+    lists = pa.Array.from_buffers(
+        pa.list_(pa.string()), len(values), [None, bounds], children=[texts]
+    )
+    joined = pc.binary_join_element_wise(opening, pc.binary_join(lists, ", "), closing, "")
+    return pc.if_else(values.is_valid(), joined, _NULL[0])
+
+
+def text_array(texts: list[str]) -> pa.Array:
+    """Python strings as a string array, built from buffers (`pa.array` would import pandas)."""
+    data = [t.encode("utf-8", "surrogatepass") for t in texts]
+    offsets = np.cumsum([0, *map(len, data)]).astype(np.int32)
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))]
+    return pa.Array.from_buffers(pa.string(), len(texts), buffers)
+
+
+def _element_rows(values: pa.Array) -> Int64s:
+    """The row of each element of a list or map array (`_children`' owners)."""
+    offsets = values.offsets.to_numpy().astype(np.int64)
+    return np.repeat(np.arange(len(values), dtype=np.int64), np.diff(offsets))
+
+
+def _children(values: pa.Array, child: pa.Array) -> pa.Array:
+    """The part of a list or map array's child (`.values`, `.keys`, `.items`: all of it, even
+    for a slice) its offsets span."""
+    offsets = values.offsets.to_numpy()
+    return child[offsets[0] : offsets[-1]]
+
+
+def _count_at(buf: Buffer, pos: Int64s, live: Bools) -> tuple[Int64s, Bools]:
+    """The i32 element count at each position and the live rows where it cannot be one."""
+    count = buf.words(pos, 4, ">i4").astype(np.int64)
+    bad = live & ((pos + 4 > len(buf)) | (count < 0))
+    return np.where(live & ~bad, count, 0), bad
+
+
+class Sized(BatchReader):
+    """An i32 count (big-endian), then that many elements (`_element`). Elements of a fixed
+    width are located all at once; others in rounds (the first element of every collection,
+    then the second, …) for at most `MAX_ROUNDS` elements: longer ones are left to the codec,
+    as is a negative count (`composites.read_count` raises)."""
+
+    MAX_ROUNDS = 64
+    width: int | None = None  # every element's bytes, when fixed
+    element_type: pa.DataType
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        counts, bad = _count_at(buf, pos, live)
+        if self.width is not None:
+            values, rows, after, failed = self._fixed_width(buf, pos + 4, counts, self.width)
+        else:
+            values, rows, after, failed = self._in_rounds(buf, pos + 4, counts)
+        bad |= live & failed
+        taken = live & ~bad
+        return _list_array(self.arrow_type, values, rows, taken), np.where(live, after, pos), bad
+
+    def _element(self, buf: Buffer, at: Int64s) -> tuple[pa.Array, Int64s, Bools]:
+        """One element at each position: its value, the positions after, the rows failed."""
+        raise NotImplementedError
+
+    def _fixed_width(
+        self, buf: Buffer, at: Int64s, counts: Int64s, width: int
+    ) -> tuple[pa.Array, Int64s, Int64s, Bools]:
+        """Every element at once: element i of a row is at i × width."""
+        after = at + counts * width
+        bad = after > len(buf)
+        counts = np.where(bad, 0, counts)
+        rows, index = _elements_of(counts)
+        starts = at[rows] + index * width
+        values, ends, failed = self._element(buf, starts)
+        bad[rows[failed | (ends != starts + width)]] = True
+        return values, rows, after, bad
+
+    def _in_rounds(
+        self, buf: Buffer, at: Int64s, counts: Int64s
+    ) -> tuple[pa.Array, Int64s, Int64s, Bools]:
+        """Element k of every collection still open in round k; the elements in list order."""
+        left, at = counts.copy(), at.copy()
+        bad = np.zeros(len(at), np.bool_)
+        pieces: list[pa.Array] = []
+        owners: list[Int64s] = []
+        for _ in range(self.MAX_ROUNDS):
+            rows = np.flatnonzero(left > 0)
+            if not len(rows):
+                break
+            values, after, failed = self._element(buf, at[rows])
+            bad[rows[failed]] = True
+            left[rows] = np.where(failed, 0, left[rows] - 1)
+            at[rows] = after
+            pieces.append(values)
+            owners.append(rows)
+        bad |= left > 0  # more elements than rounds
+        values, rows = _in_list_order(pieces, owners, self.element_type)
+        return values, rows, at, bad
+
+
+def _flagged(
+    reader: BatchReader, buf: Buffer, at: Int64s, null_when_set: bool
+) -> tuple[pa.Array, Int64s, Bools]:
+    """A null flag byte, then the value unless the flag says null (`null_when_set`: any byte
+    but 0 is null, as `SetSerializer`'s and `MapSerializer`'s value flags; else 0 is null, as
+    `GenericArraySerializer`'s presence flag)."""
+    flag = buf.byte(at)
+    bad = at >= len(buf)
+    null = (flag != 0) if null_when_set else (flag == 0)
+    values, after, failed = reader.read(buf, at + 1, ~bad & ~null)
+    return values, np.where(bad, at, after), bad | failed
+
+
+class ListOf(Sized):
+    """`ListSerializer` (and `ArrayListSerializer`; `composites.ListCodec`): i32 size, then each
+    element with the element serializer, without null flags. Its JSON: an array."""
+
+    def __init__(self, element: BatchReader, width: int | None) -> None:
+        self.element = element
+        self.width = width
+        self.element_type = element.arrow_type
+        self.arrow_type = pa.list_(element.arrow_type)
+
+    def _element(self, buf: Buffer, at: Int64s) -> tuple[pa.Array, Int64s, Bools]:
+        return self.element.read(buf, at, np.ones(len(at), np.bool_))
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return _joined(values, self.element.json(_children(values, values.values)), "[", "]")
+
+
+class PrimitiveArray(ListOf):
+    """`{Boolean,Short,Int,Long,Float,Double}PrimitiveArraySerializer` (`scalars._numbers`,
+    `_read_booleans`): i32 length, then the elements in the primitive's big-endian width."""
+
+
+class FlaggedListOf(ListOf):
+    """`SetSerializer` (2.x; `composites.SetCodec`): i32 size, then per element a null flag
+    (not 0 = null) and the element if not null; its JSON an array sorted by each element's
+    compact JSON text (`json_form.sorted_json`). `GenericArraySerializer`
+    (`composites.ObjectArrayCodec`): the same with a presence flag (0 = null), in order."""
+
+    def __init__(self, element: BatchReader, null_when_set: bool, sort: bool) -> None:
+        super().__init__(element, None)
+        self.null_when_set = null_when_set
+        self.sort = sort
+
+    def _element(self, buf: Buffer, at: Int64s) -> tuple[pa.Array, Int64s, Bools]:
+        return _flagged(self.element, buf, at, self.null_when_set)
+
+    def json(self, values: pa.Array) -> pa.Array:
+        texts = self.element.json(_children(values, values.values))
+        if self.sort and len(texts):
+            texts = _sorted_in_rows(texts, _element_rows(values), self.element)
+        return _joined(values, texts, "[", "]")
+
+
+def _sorted_in_rows(texts: pa.Array, rows: Int64s, element: BatchReader) -> pa.Array:
+    """The texts sorted within each row by the compact JSON text of their values, stably."""
+    keys = texts
+    if not _compact_json(element):
+        keys = text_array([json_text(json.loads(t)) for t in texts.to_pylist()])
+    table = pa.table({"row": fixed_width_array(pa.int64(), rows), "key": keys})
+    order = pc.sort_indices(table, sort_keys=[("row", "ascending"), ("key", "ascending")])
+    return texts.take(order)
+
+
+class MapOf(Sized):
+    """`MapSerializer` (`composites.MapCodec`): i32 size, then per entry the key, a null flag
+    (not 0 = null) and the value if not null. A null key (Arrow's map keys cannot be null) is
+    left to the codec. Its JSON (`json_form.map_json`): an object when every key is a string
+    (a repeated key keeps its first place and last value), else [key, value] pairs sorted by the
+    key's compact JSON text."""
+
+    def __init__(self, key: BatchReader, value: BatchReader) -> None:
+        self.key = key
+        self.value = value
+        self.arrow_type = pa.map_(key.arrow_type, value.arrow_type)
+        self.element_type = pa.struct([self.arrow_type.key_field, self.arrow_type.item_field])
+
+    def _element(self, buf: Buffer, at: Int64s) -> tuple[pa.Array, Int64s, Bools]:
+        keys, after, bad = self.key.read(buf, at, np.ones(len(at), np.bool_))
+        bad |= keys.is_null().to_numpy(zero_copy_only=False)
+        values, after, failed = _flagged(self.value, buf, after, True)
+        after = np.where(bad, at, after)
+        entries = pa.StructArray.from_arrays([keys, values], fields=list(self.element_type))
+        return entries, after, bad | failed
+
+    def json(self, values: pa.Array) -> pa.Array:
+        keys = self.key.json(_children(values, values.keys))
+        items = self.value.json(_children(values, values.items))
+        pairs = pc.binary_join_element_wise(keys, items, ": ")
+        objects = _joined(values, pairs, "{", "}")
+        others = self._rows_not_objects(values, keys)
+        if not others.any():
+            return objects
+        key_texts, item_texts = keys.to_pylist(), items.to_pylist()
+        offsets = values.offsets.to_numpy() - values.offsets.to_numpy()[0]
+        texts = [
+            _map_text(
+                key_texts[offsets[r] : offsets[r + 1]], item_texts[offsets[r] : offsets[r + 1]]
+            )
+            for r in np.flatnonzero(others).tolist()
+        ]
+        return pc.replace_with_mask(objects, bool_bits_array(others), text_array(texts))
+
+    @staticmethod
+    def _rows_not_objects(values: pa.Array, keys: pa.Array) -> Bools:
+        """The valid rows with a key that is not a string, or a key twice."""
+        rows = _element_rows(values)
+        strings = pc.starts_with(keys, '"').to_numpy(zero_copy_only=False)
+        others = np.bincount(rows[~strings], minlength=len(values)) > 0
+        others[_rows_with_a_key_twice(rows, keys)] = True
+        valid: Bools = values.is_valid().to_numpy(zero_copy_only=False)
+        return others & valid
+
+
+def _rows_with_a_key_twice(rows: Int64s, keys: pa.Array) -> Int64s:
+    """The rows holding the same key text twice (found next to each other once sorted)."""
+    if len(rows) < 2:
+        return np.zeros(0, np.int64)
+    table = pa.table({"row": fixed_width_array(pa.int64(), rows), "key": keys})
+    order = pc.sort_indices(table, sort_keys=[("row", "ascending"), ("key", "ascending")])
+    by_row, by_key = rows[order.to_numpy()], keys.take(order)
+    same_key = pc.equal(by_key[1:], by_key[:-1]).to_numpy(zero_copy_only=False)
+    twice: Int64s = by_row[1:][(by_row[1:] == by_row[:-1]) & same_key]
+    return twice
+
+
+def _map_text(keys: list[str], items: list[str]) -> str:
+    """`json.dumps(json_form.map_json(pairs))` of the pairs' JSON texts."""
+    if all(k.startswith('"') for k in keys):
+        merged = dict(zip(keys, items, strict=True))  # a repeated key: its first place, last value
+        return "{" + ", ".join(f"{k}: {v}" for k, v in merged.items()) + "}"
+    pairs = sorted(zip(keys, items, strict=True), key=lambda kv: json_text(json.loads(kv[0])))
+    return "[" + ", ".join(f"[{k}, {v}]" for k, v in pairs) + "]"
+
+
+class Nullable(BatchReader):
+    """`NullableSerializer` (`composites.NullableCodec`): a null flag (not 0 = null), then
+    `padding` zero bytes if null, else the value. Scala's `OptionSerializer`
+    (`composites.OptionCodec`): 0 for None, else 1 then the value (`null_when_set` False)."""
+
+    def __init__(self, inner: BatchReader, padding: int, null_when_set: bool) -> None:
+        self.inner = inner
+        self.padding = padding
+        self.null_when_set = null_when_set
+        self.arrow_type = inner.arrow_type
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        flag = buf.byte(pos)
+        bad = live & (pos >= len(buf))
+        null = (flag != 0) if self.null_when_set else (flag == 0)
+        values, after, failed = self.inner.read(buf, pos + 1, live & ~bad & ~null)
+        after = np.where(null, pos + 1 + self.padding, after)
+        return values, np.where(live, after, pos), bad | failed
+
+    def json(self, values: pa.Array) -> pa.Array:
+        return self.inner.json(values)
+
+
+class Bytes(BatchReader):
+    """`BytePrimitiveArraySerializer` (`scalars._read_bytes`): i32 length, then the bytes. Its
+    JSON: the bytes in base64, quoted."""
+
+    arrow_type = pa.binary()
+
+    def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
+        lengths, bad = _count_at(buf, pos, live)
+        bad |= live & (pos + 4 + lengths > len(buf))
+        taken = live & ~bad
+        values = binary_array(pa.binary(), buf, pos + 4, lengths, taken)
+        return values, np.where(live, pos + 4 + lengths, pos), bad
+
+    def json(self, values: pa.Array) -> pa.Array:
+        data = values.to_pylist()
+        return text_array(["null" if b is None else f'"{base64_json(b)}"' for b in data])
+
+
+def _compact_json(reader: BatchReader) -> bool:
+    """Whether the reader's JSON text is the compact one `json_form.json_text` writes (a
+    scalar's: no ", " or ": " inside)."""
+    if isinstance(reader, Nullable):
+        return _compact_json(reader.inner)
+    return isinstance(reader, BigEndian | Boolean | JavaString | Enum | Bytes)
+
+
+def _collection_reader(codec: Codec) -> BatchReader | None:
+    """The reader of a List, Set, Map, object array, Nullable or Option of elements read in
+    batches (not VoidNamespace), or None."""
+    kind = type(codec)
+    if isinstance(codec, NullableCodec) and kind in (NullableCodec, OptionCodec):
+        inner = _member_reader(codec.inner)
+        return None if inner is None else Nullable(inner, codec.padding, kind is NullableCodec)
+    if isinstance(codec, ListCodec) and kind in (ListCodec, SetCodec, ObjectArrayCodec):
+        element = _member_reader(codec.element)
+        if element is None:
+            return None
+        if kind is ListCodec:
+            return ListOf(element, codec.element.fixed_length)
+        return FlaggedListOf(element, null_when_set=kind is SetCodec, sort=kind is SetCodec)
+    if isinstance(codec, MapCodec) and kind is MapCodec:
+        key, value = _member_reader(codec.key), _member_reader(codec.value)
+        return None if key is None or value is None else MapOf(key, value)
+    return None
+
+
+def _member_reader(codec: Codec) -> BatchReader | None:
+    """A reader for an element of a collection (VoidNamespace is none)."""
+    reader = reader_for(codec)
+    return None if isinstance(reader, Void) else reader
+
+
 # --- SQL rows ------------------------------------------------------------------------------------
 
 _INLINE = np.uint64(1 << 63)
@@ -816,6 +1165,24 @@ def _scalar_readers() -> dict[int, BatchReader]:
         id(scalars.BOOLEAN): Boolean(),
         id(scalars.STRING): JavaString(),
         id(scalars.VOID): Void(),
+        id(scalars.BYTES): Bytes(),
+        **_primitive_array_readers(),
+    }
+
+
+def _primitive_array_readers() -> dict[int, BatchReader]:
+    """`*PrimitiveArraySerializer`s of numbers and booleans (`scalars.PRIMITIVE_ARRAYS`)."""
+    elements: dict[str, tuple[BatchReader, int]] = {
+        "BooleanPrimitiveArray": (Boolean(), 1),
+        "ShortPrimitiveArray": (BigEndian(">i2", pa.int16()), 2),
+        "IntPrimitiveArray": (BigEndian(">i4", pa.int32()), 4),
+        "LongPrimitiveArray": (BigEndian(">i8", pa.int64()), 8),
+        "FloatPrimitiveArray": (BigEndian(">f4", pa.float32(), floating=True), 4),
+        "DoublePrimitiveArray": (BigEndian(">f8", pa.float64(), floating=True), 8),
+    }
+    return {
+        id(scalars.PRIMITIVE_ARRAYS[name]): PrimitiveArray(element, width)
+        for name, (element, width) in elements.items()
     }
 
 
@@ -841,6 +1208,9 @@ def reader_for(codec: Codec | None) -> BatchReader | None:
             return Struct(codec, [m for m in members if m is not None])
     if isinstance(codec, EnumCodec):
         return _enum_reader(codec)
+    collection = _collection_reader(codec)
+    if collection is not None:
+        return collection
     if isinstance(codec, RowDataCodec) and len(codec.layout.fields) <= 56:
         slots = [_slot(f) for f in codec.layout.fields]
         if all(s is not None for s in slots):

@@ -531,7 +531,7 @@ def _strings_to_arrow(values: list[str | None]) -> list[str | None]:
 
 
 BYTES = Scalar("BYTES", _read_bytes, _write_bytes, _arrow("binary"), json=base64_json)
-_ARRAYS = {
+PRIMITIVE_ARRAYS = {
     "BooleanPrimitiveArray": Scalar(
         "ARRAY<BOOLEAN>", _read_booleans, _write_booleans, _list_of("bool_")
     ),
@@ -596,7 +596,7 @@ def _constant(codec: Codec) -> Callable[[SerializerSnapshot, Context], Codec]:
 
 for _name, _codec in SCALARS.items():
     register(*_snapshots(_BASE, _name))(_constant(_codec))
-for _name, _codec in _ARRAYS.items():
+for _name, _codec in PRIMITIVE_ARRAYS.items():
     register(*_snapshots(_ARRAY, _name))(_constant(_codec))
 
 # SQL's StringData serializer writes an i32 length and UTF-8 (not StringValue's chars).

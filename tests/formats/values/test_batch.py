@@ -20,7 +20,13 @@ from statectl.formats.state_values import DECODE_ERRORS, join_list, split_list
 from statectl.formats.values import batch, scalars
 from statectl.formats.values.composites import (
     EnumCodec,
+    ListCodec,
+    MapCodec,
+    NullableCodec,
+    ObjectArrayCodec,
+    OptionCodec,
     RowCodec,
+    SetCodec,
     StructCodec,
     Tuple0Codec,
     WindowCodec,
@@ -439,3 +445,171 @@ def test_list_readers_need_element_readers() -> None:
     assert fixed is not None and fixed.width == 8
     with pytest.raises(TypeError):  # a list is read up to its entry's end
         fixed.read(batch.Buffer(b""), np.zeros(0, np.int64), np.zeros(0, np.bool_))
+
+
+# --- collections: List, Set, Map, object and primitive arrays, Nullable, Option --------------------
+
+NULLABLE_STRING = NullableCodec(scalars.STRING, 0)
+PAIR = StructCodec(
+    "TUPLE2", "org.apache.flink.api.java.tuple.Tuple2", ["f0", "f1"], [scalars.STRING, scalars.LONG]
+)
+COLLECTIONS: dict[str, tuple[Codec, Any]] = {
+    "list-string": (ListCodec(scalars.STRING), st.lists(st.one_of(st.none(), java_texts))),
+    "list-long": (ListCodec(scalars.LONG), st.lists(longs)),
+    "set-int": (SetCodec(scalars.INT), st.lists(st.one_of(st.none(), st.integers(-99, 99)))),
+    "set-string": (SetCodec(NULLABLE_STRING), st.lists(st.one_of(st.none(), texts))),
+    "set-tuple": (SetCodec(PAIR), st.lists(st.fixed_dictionaries({"f0": texts, "f1": longs}))),
+    "set-double": (SetCodec(scalars.DOUBLE), st.lists(doubles)),
+    "map-string-long": (
+        MapCodec(NULLABLE_STRING, scalars.LONG),
+        st.lists(st.tuples(st.one_of(st.none(), st.sampled_from("abc"), texts), st.none() | longs)),
+    ),
+    "map-int-string": (
+        MapCodec(scalars.INT, scalars.STRING),
+        st.lists(st.tuples(st.integers(-20, 20), st.none() | texts)),
+    ),
+    "map-tuple-enum": (
+        MapCodec(PAIR, COLORS),
+        st.lists(
+            st.tuples(
+                st.fixed_dictionaries({"f0": texts, "f1": longs}), st.sampled_from(COLORS.constants)
+            )
+        ),
+    ),
+    "object-array": (ObjectArrayCodec(scalars.LONG), st.lists(st.none() | longs)),
+}
+PRIMITIVE_ARRAYS: dict[str, tuple[str, Any]] = {
+    "IntPrimitiveArray": ("i", st.integers(-(2**31), 2**31 - 1)),
+    "LongPrimitiveArray": ("q", longs),
+    "ShortPrimitiveArray": ("h", st.integers(-(2**15), 2**15 - 1)),
+    "DoublePrimitiveArray": ("d", doubles),
+    "FloatPrimitiveArray": ("f", st.floats(width=32)),
+    "BooleanPrimitiveArray": ("?", st.booleans()),
+}
+for _name, (_, _elements) in PRIMITIVE_ARRAYS.items():
+    COLLECTIONS[_name] = (scalars.PRIMITIVE_ARRAYS[_name], st.lists(_elements))
+COLLECTIONS["bytes"] = (scalars.BYTES, st.binary(max_size=40))
+COLLECTIONS["nullable-padded-long"] = (NullableCodec(scalars.LONG, 8), st.none() | longs)
+COLLECTIONS["option-string"] = (OptionCodec(scalars.STRING), st.none() | texts)
+FIXTURE_POJO = PojoCodec(
+    "statectl.values.Model$Pojo",
+    ["codes", "counts", "payload", "tags"],
+    [
+        NullableCodec(SetCodec(scalars.INT), 0),
+        NullableCodec(MapCodec(NULLABLE_STRING, scalars.LONG), 0),
+        scalars.BYTES,
+        NullableCodec(ListCodec(NULLABLE_STRING), 0),
+    ],
+    [],
+    {},
+)
+COLLECTIONS["pojo"] = (
+    FIXTURE_POJO,
+    st.none()
+    | st.fixed_dictionaries(
+        {
+            "codes": st.none() | st.lists(st.none() | st.integers(-5, 50)),
+            "counts": st.none() | st.lists(st.tuples(texts, st.none() | longs)),
+            "payload": st.none() | st.binary(max_size=10),
+            "tags": st.none() | st.lists(st.none() | java_texts),
+        }
+    ),
+)
+
+
+def _left_to_codec(value: Any) -> bool:
+    """A value the batch readers leave: an unpaired surrogate, a null map key, or more elements
+    than `Sized.MAX_ROUNDS`."""
+    if isinstance(value, dict):
+        return any(_left_to_codec(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        if isinstance(value, list) and len(value) > batch.Sized.MAX_ROUNDS:
+            return True
+        if any(isinstance(v, tuple) and v[0] is None for v in value):  # a map's null key
+            return True
+        return any(_left_to_codec(v) for v in value)
+    return _has_unpaired_surrogate(value)
+
+
+def check_collections(codec: Codec, values: list[Any]) -> None:
+    """Each row the reader takes equals the codec's read; the others are those it must leave."""
+    reader = batch.reader_for(codec)
+    assert reader is not None
+    buf, starts, ends = encoded(codec, values)
+    arrays, after, bad = reader.read(buf, starts, np.ones(len(values), np.bool_))
+    assert arrays.type == codec.arrow_type()
+    texts = reader.json(arrays).to_pylist()
+    for i, value in enumerate(values):
+        if bad[i]:
+            assert _left_to_codec(value), (i, value)
+            continue
+        assert after[i] == ends[i]
+        expected = codec.decode(memoryview(bytes(buf.data[starts[i] : ends[i]])))
+        arrow = None if expected is None else codec.to_arrow(expected)
+        assert _same_nested(arrays[i].as_py(), arrow), (i, value)
+        assert texts[i] == json_text(codec, expected), (i, value)
+
+
+def _same_nested(got: Any, want: Any) -> bool:
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(map(_same_nested, got, want))
+    if isinstance(got, tuple) and isinstance(want, tuple):
+        return len(got) == len(want) and all(map(_same_nested, got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(_same_nested(got[k], want[k]) for k in got)
+    return _same(got, want)
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIONS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_collection_batches_equal_per_value_reads(name: str, data: st.DataObject) -> None:
+    codec, values = COLLECTIONS[name]
+    check_collections(codec, data.draw(st.lists(values, min_size=1, max_size=12)))
+
+
+def test_long_collections_are_left_to_the_codec() -> None:
+    many = list(range(batch.Sized.MAX_ROUNDS + 1))
+    check_collections(SetCodec(scalars.INT), [many, many[:3]])
+    check_collections(ListCodec(scalars.LONG), [many * 10, []])  # fixed width: no rounds
+
+
+@pytest.mark.parametrize("name", sorted(COLLECTIONS))
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_damaged_collections_are_taken_only_as_the_codec_reads_them(
+    name: str, data: st.DataObject
+) -> None:
+    """Random, cut or rewritten bytes never raise: a row taken is what the codec reads."""
+    codec, values = COLLECTIONS[name]
+    reader = batch.reader_for(codec)
+    assert reader is not None
+    value = data.draw(values)
+    good = bytearray()
+    codec.write(value, good)
+    damaged = data.draw(
+        st.one_of(
+            st.binary(max_size=30),
+            st.integers(0, len(good)).map(lambda cut: bytes(good[:cut])),
+            st.tuples(st.integers(0, max(len(good) - 1, 0)), st.integers(0, 255)).map(
+                lambda at_byte: _with_byte(bytes(good), *at_byte)
+            ),
+        )
+    )
+    buf = batch.Buffer(damaged)
+    _, after, bad = reader.read(buf, np.zeros(1, np.int64), np.ones(1, np.bool_))
+    if bad[0] or after[0] > len(damaged):
+        return
+    expected, end = codec.read(memoryview(damaged), 0)
+    assert end == after[0]
+    check_collections(codec, [expected])
+
+
+def _with_byte(data: bytes, at: int, byte: int) -> bytes:
+    return data[:at] + bytes([byte]) + data[at + 1 :] if data else data
+
+
+def test_collections_of_voids_or_unread_elements_have_no_reader() -> None:
+    assert batch.reader_for(ListCodec(scalars.VOID)) is None
+    assert batch.reader_for(MapCodec(scalars.STRING, scalars.BIG_DECIMAL)) is None
+    assert batch.reader_for(NullableCodec(scalars.BIG_DECIMAL, 0)) is None
