@@ -586,7 +586,7 @@ class DelimitedList(BatchReader):
         else:
             values, rows, failed = self._in_rounds(buf, pos, ends, live)
         bad |= failed
-        return self._lists(values, rows, live & ~bad), bad
+        return _list_array(self.arrow_type, values, rows, live & ~bad), bad
 
     def _fixed_width(
         self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools, width: int
@@ -629,33 +629,12 @@ class DelimitedList(BatchReader):
             pieces.append(values)
             owners.append(rows)
         bad |= open_lists  # more elements than rounds
-        if not pieces:
-            return pa.nulls(0, self.element.arrow_type), np.zeros(0, np.int64), bad
-        rows = np.concatenate(owners)
-        in_list_order = np.argsort(rows, kind="stable")  # rounds are in element order
-        values = pa.concat_arrays(pieces).take(fixed_width_array(pa.int64(), in_list_order))
-        return values, rows[in_list_order], bad
-
-    def _lists(self, values: pa.Array, rows: Int64s, taken: Bools) -> pa.Array:
-        """The list array of the `taken` rows' elements (`values`, of rows `rows`, in order)."""
-        keep = taken[rows]
-        if not keep.all():
-            values = values.filter(bool_bits_array(keep))
-        counts = np.bincount(rows[keep], minlength=len(taken))
-        offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int32)
-        buffers = [validity(taken), pa.py_buffer(offsets)]
-        return pa.Array.from_buffers(self.arrow_type, len(taken), buffers, children=[values])
+        values, rows = _in_list_order(pieces, owners, self.element.arrow_type)
+        return values, rows, bad
 
     def json(self, values: pa.Array) -> pa.Array:
         """`[a, b]` as json.dumps writes a list (", "), "null" for a null."""
-        offsets = values.offsets.to_numpy()
-        texts = self.element.json(values.flatten())
-        bounds = pa.py_buffer((offsets - offsets[0]).astype(np.int32))
-        lists = pa.Array.from_buffers(
-            pa.list_(pa.string()), len(values), [None, bounds], children=[texts]
-        )
-        bracketed = pc.binary_join_element_wise("[", pc.binary_join(lists, ", "), "]", "")
-        return pc.if_else(values.is_valid(), bracketed, _NULL[0])
+        return _joined(values, self.element.json(_children(values, values.values)), "[", "]")
 
 
 def _elements_of(counts: Int64s) -> tuple[Int64s, Int64s]:
