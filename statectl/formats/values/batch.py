@@ -454,14 +454,26 @@ class JavaString(BatchReader):
         return string_json(values)
 
 
-class Pojo(BatchReader):
-    """`PojoSerializer` of a class without subclasses: flags 2 (or 1: null), then per field a
-    null flag and the field's bytes. A subclass value is left to the codec."""
+class _Fields(BatchReader):
+    """A value of named fields, each read by its own reader: a struct array, a JSON object."""
 
-    def __init__(self, codec: PojoCodec, fields: list[BatchReader]) -> None:
+    def __init__(self, codec: PojoCodec | StructCodec, fields: list[BatchReader]) -> None:
         self.names = codec.names
         self.fields = fields
         self.arrow_type = codec.arrow_type()
+
+    def _struct(self, arrays: list[pa.Array], taken: Bools) -> pa.Array:
+        mask = bool_bits_array(~taken)
+        return pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
+
+    def json(self, values: pa.Array) -> pa.Array:
+        texts = [r.json(values.field(i)) for i, r in enumerate(self.fields)]
+        return object_json(self.names, texts, values.is_valid())
+
+
+class Pojo(_Fields):
+    """`PojoSerializer` of a class without subclasses: flags 2 (or 1: null), then per field a
+    null flag and the field's bytes. A subclass value is left to the codec."""
 
     def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
         flags = buf.byte(pos)
@@ -478,24 +490,13 @@ class Pojo(BatchReader):
             bad |= failed
             own &= ~failed
             arrays.append(values)
-        mask = bool_bits_array(~(own & ~bad))
-        struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
-        return struct, pos, bad
-
-    def json(self, values: pa.Array) -> pa.Array:
-        texts = [r.json(values.field(i)) for i, r in enumerate(self.fields)]
-        return object_json(self.names, texts, values.is_valid())
+        return self._struct(arrays, own & ~bad), pos, bad
 
 
-class Struct(BatchReader):
+class Struct(_Fields):
     """`TupleSerializer`, Scala's case class serializers, `TimeWindow.Serializer` and
     `CountWindow.Serializer` (`StructCodec`): the fields one after another, without null flags;
     the value itself is never null."""
-
-    def __init__(self, codec: StructCodec, fields: list[BatchReader]) -> None:
-        self.names = codec.names
-        self.fields = fields
-        self.arrow_type = codec.arrow_type()
 
     def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
         bad = np.zeros(len(pos), np.bool_)
@@ -504,13 +505,7 @@ class Struct(BatchReader):
             values, pos, failed = reader.read(buf, pos, live & ~bad)
             bad |= failed
             arrays.append(values)
-        mask = bool_bits_array(~(live & ~bad))
-        struct = pa.StructArray.from_arrays(arrays, fields=list(self.arrow_type), mask=mask)
-        return struct, pos, bad
-
-    def json(self, values: pa.Array) -> pa.Array:
-        texts = [r.json(values.field(i)) for i, r in enumerate(self.fields)]
-        return object_json(self.names, texts, values.is_valid())
+        return self._struct(arrays, live & ~bad), pos, bad
 
 
 class TtlTimestamp(BigEndian):
