@@ -102,12 +102,6 @@ def heap_states(
     return tuple(states)
 
 
-def is_heap_key_group(head: Buffer, key_group: int) -> bool:
-    """Whether a key group's first four bytes are its own id (the heap format; decisive from
-    key group 1 on: `keyed_blocks.is_heap_checkpoint_block`)."""
-    return len(head) >= 4 and _I32.unpack_from(head)[0] == key_group
-
-
 def read_key_group(
     data: Buffer,
     key_group: int,

@@ -9,6 +9,7 @@ compression, each block is its own Snappy-framed stream.
 
 from __future__ import annotations
 
+import enum
 import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -58,19 +59,70 @@ def header_length(offsets: Sequence[int], file_size: int) -> int:
     return min(used) if used else file_size
 
 
-def is_heap_checkpoint_block(head: Buffer, key_group: int) -> bool:
-    """Whether a key group's bytes (its first four) are in the hashmap backend's checkpoint
-    format (`HeapSnapshotStrategy`, §4.8: `i32 keyGroup`, then per state `u16 stateId, i32
-    count` and entries without composite keys) rather than a canonical block.
+class Layout(enum.Enum):
+    """The two layouts of a code-12 keyed-state file's key groups (§4.4, §4.8)."""
 
-    Decisive for key groups 1..32767: a canonical block starts with `u16 stateId` and the
-    high half of a key length (0) or, compressed, with Snappy's 0xFF stream identifier, so its
-    first i32 is `stateId * 65536` or negative, never the key group.
+    CANONICAL = "canonical"  # key-group blocks: savepoints, RocksDB's full checkpoints
+    HEAP = "heap"  # the hashmap backend's own snapshot format: its checkpoints, NATIVE savepoints
+
+
+def first_block_layout(
+    head: Buffer, block_size: int, key_group: int, compressed: bool, num_states: int
+) -> Layout | None:
+    """Which layout a file's first key group is in, from its bytes: `head` is the block's start
+    (the whole block, or a prefix of it: the block is `block_size` bytes); None where the bytes
+    fit both layouts, or neither.
+
+    A heap key group starts with its id (`i32 keyGroup`, never compressed), then per state
+    `u16 stateId, i32 count` (each state in its own Snappy stream when compressed). A canonical
+    block starts with `u16 stateId` and a key length, or is one Snappy stream (first byte 0xFF,
+    where a key group's id, below 2^15, starts with 0x00). So a compressed block, or one whose
+    first four bytes are not its key group's id, is told at once. An uncompressed block that
+    starts with its own id (key group 0 and state 0: four zero bytes) is walked as canonical
+    entries to its end mark, and its first state id and count read as the heap writes them.
     """
-    if key_group < 1 or len(head) < _I32.size:
-        raise ValueError("needs the first four bytes of a key group from 1 up")
-    first: int = _I32.unpack_from(head)[0]
-    return first == key_group
+    if len(head) < 4 or _I32.unpack_from(head)[0] != key_group:
+        return Layout.CANONICAL
+    if compressed:
+        return Layout.HEAP
+    heap_fits = len(head) >= 10 and _U16.unpack_from(head, 4)[0] < num_states
+    heap_fits = heap_fits and _I32.unpack_from(head, 6)[0] >= 0
+    canonical_fits = _walks_as_canonical(memoryview(head), block_size, num_states)
+    if heap_fits == canonical_fits:
+        return None
+    return Layout.HEAP if heap_fits else Layout.CANONICAL
+
+
+def _walks_as_canonical(head: memoryview, block_size: int, num_states: int) -> bool:
+    """Whether `head`, the start of a `block_size`-byte block, reads as canonical entries (§4.4)
+    as far as it goes: to the end mark exactly at the block's end, or, for a prefix, to its end
+    without a length, state id or mark out of place."""
+    size, seen, pos = len(head), set[int](), 0
+    while True:
+        if pos + 2 > size:
+            return size < block_size
+        state_id = _U16.unpack_from(head, pos)[0]
+        if pos > 0 and state_id == END_OF_KEY_GROUP_MARK:
+            return pos + 2 == block_size
+        if state_id >= num_states or state_id in seen:
+            return False
+        seen.add(state_id)
+        pos += 2
+        while True:  # the state's run, to the entry whose key carries the last-of-run bit
+            if pos + 4 > size:
+                return size < block_size
+            key_start = pos + 4
+            key_end = key_start + _I32.unpack_from(head, pos)[0]
+            if key_end <= key_start or key_end + 4 > block_size:
+                return False
+            if key_end + 4 > size:
+                return size < block_size
+            value_end = key_end + 4 + _I32.unpack_from(head, key_end)[0]
+            if value_end < key_end + 4 or value_end > block_size:
+                return False
+            pos = value_end
+            if head[key_start] & FIRST_BIT_IN_BYTE_MASK:
+                break
 
 
 def block_spans(start_key_group: int, offsets: Sequence[int], file_size: int) -> list[BlockSpan]:

@@ -194,7 +194,7 @@ def _add_canonical(
     if entries is None:
         return
     header = canonical_header(stream, handle)
-    if is_heap_snapshot(stream, handle):
+    if is_heap_snapshot(sp, handle):
         flink = flink_major(sp.metadata.version)
         for key_group, per_state in heap_entry_counts(stream, handle, header, len(sizes), flink):
             entries[key_group] += sum(per_state.values())

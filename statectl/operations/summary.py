@@ -172,9 +172,7 @@ def _native_summary(sp: Savepoint, handle: IncrementalKeyedHandle) -> NativeSumm
 def _keyed_format(sp: Savepoint, handle: KeyedHandle | None) -> str | None:
     if isinstance(handle, KeyGroupsHandle):
         try:  # a file that does not read is `verify`'s finding, not inspect's
-            heap = handle.delegate is not None and is_heap_snapshot(
-                sp.stream(handle.delegate), handle
-            )
+            heap = is_heap_snapshot(sp, handle)
         except StatectlError:
             heap = False
         return "heap" if heap else "canonical"
@@ -212,7 +210,7 @@ def _keyed_states(
                 codecs[state.name] = keyed_codec(state, header.key_serializer_snapshot, flink)
         if deep and isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
-            if is_heap_snapshot(stream, handle):
+            if is_heap_snapshot(sp, handle):
                 for _, counts in state_entries.heap_entry_counts(
                     stream, handle, header, max_parallelism, flink
                 ):

@@ -416,7 +416,11 @@ class _Checker:
             self.add(at, exc.message)
             return
         self.stats["key_groups"] += len(spans)
-        heap = is_heap_snapshot(stream, handle)  # the hashmap backend's own format (§4.8)
+        try:  # the hashmap backend's own format (§4.8), or canonical blocks
+            heap = is_heap_snapshot(self.sp, handle)
+        except StatectlError as exc:
+            self.add(at, exc.message)
+            return
         op = where.op
         header = self._keyed_header(
             at, lambda: canonical_header(stream, handle), stream.description

@@ -282,7 +282,7 @@ def keyed_files(sp: Savepoint, op: OperatorState) -> list[KeyedSource]:
             files.append(NativeKeyedFile(*whose, native.native_instance(sp, handle, where)))
         elif isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
-            if is_heap_snapshot(stream, handle):
+            if is_heap_snapshot(sp, handle):
                 files.append(HeapKeyedFile(*whose, handle, stream))
             else:
                 files.append(KeyedFile(*whose, handle, stream))

@@ -20,7 +20,8 @@ from statectl.formats.handles import (
     OperatorStateHandle,
     stream_size,
 )
-from statectl.formats.keyed_blocks import BlockSpan
+from statectl.formats.keyed_blocks import BlockSpan, Layout
+from statectl.formats.metadata import snapshot_kind
 from statectl.formats.state_headers import KeyedStateHeader
 from statectl.savepoint.model import Savepoint, StateStream
 
@@ -121,18 +122,76 @@ def block_spans(stream: StateStream, handle: KeyGroupsHandle) -> list[BlockSpan]
         raise exc.with_source(stream.description) from None
 
 
-def is_heap_snapshot(stream: StateStream, handle: KeyGroupsHandle) -> bool:
-    """Whether a code-12 file is in the hashmap backend's own snapshot format (its checkpoints
-    and NATIVE savepoints, `formats.heap_snapshot`) rather than canonical blocks (RocksDB's
-    full checkpoints): told by its first key group above 0, whose data starts with its id
-    (`keyed_blocks.is_heap_checkpoint_block`). A file of key group 0 alone reads as canonical."""
+_LAYOUT_PROBE_BYTES = 1 << 20  # of a first block, walked to tell the layouts apart
+
+
+def is_heap_snapshot(sp: Savepoint, handle: KeyGroupsHandle) -> bool:
+    """Whether a keyed-state file is in the hashmap backend's own snapshot format (its
+    checkpoints and NATIVE savepoints, `formats.heap_snapshot`) rather than canonical blocks
+    (savepoints, RocksDB's full checkpoints).
+
+    Told by what cannot be mistaken, in this order: the handle (code 7 is a canonical
+    savepoint's), the metadata (a NATIVE savepoint's code-12 files are the hashmap backend's:
+    RocksDB's are instances), the file itself (`file_layout`), then the snapshot's other
+    files, which one backend wrote. A file none of them tells about is refused, never guessed.
+    """
     if handle.code == HandleCode.SAVEPOINT_KEY_GROUPS or handle.delegate is None:
         return False
-    for span in block_spans(stream, handle):
-        if span.key_group > 0 and span.length >= 4:
-            head = stream.read(span.start, span.start + 4)
-            return keyed_blocks.is_heap_checkpoint_block(head, span.key_group)
-    return False
+    if _is_native_savepoint(sp):
+        return True
+    stream = sp.stream(handle.delegate)
+    layout = file_layout(stream, handle) or _snapshot_layout(sp)
+    if layout is None:
+        raise UnsupportedError(
+            "cannot tell whether this keyed-state file holds canonical key-group blocks or the "
+            "hashmap backend's snapshot format (its first key group reads as both or neither, "
+            "and no other file of the checkpoint tells which backend wrote it)",
+            stream.description,
+        )
+    return layout is Layout.HEAP
+
+
+def file_layout(stream: StateStream, handle: KeyGroupsHandle) -> Layout | None:
+    """The layout a code-12 file's own bytes show (`keyed_blocks.first_block_layout`), or None.
+    The heap format gives every key group of the range an offset, empty ones too; a file with
+    an empty key group holds canonical blocks."""
+    spans = block_spans(stream, handle)
+    if not spans or not all(handle.offsets):
+        return Layout.CANONICAL
+    header = canonical_header(stream, handle)
+    first = spans[0]
+    head = stream.read(first.start, min(first.end, first.start + _LAYOUT_PROBE_BYTES))
+    return keyed_blocks.first_block_layout(
+        head, first.length, first.key_group, header.compressed, len(header.states)
+    )
+
+
+def _is_native_savepoint(sp: Savepoint) -> bool:
+    try:
+        kind = snapshot_kind(sp.metadata.properties)
+    except StatectlError:  # unreadable properties are verify's finding; the files still tell
+        return False
+    return kind is not None and kind.savepoint and kind.format == "NATIVE"
+
+
+def _snapshot_layout(sp: Savepoint) -> Layout | None:
+    """The layout the first code-12 file of the snapshot that tells by itself shows."""
+    for op in sp.operators:
+        for subtask in sp.subtasks(op):
+            handle = subtask.managed_keyed_state  # raw keyed state is the user's own bytes
+            if (
+                not isinstance(handle, KeyGroupsHandle)
+                or handle.code == HandleCode.SAVEPOINT_KEY_GROUPS
+                or handle.delegate is None
+            ):
+                continue
+            try:
+                layout = file_layout(sp.stream(handle.delegate), handle)
+            except StatectlError:  # a file that does not read tells nothing
+                continue
+            if layout is not None:
+                return layout
+    return None
 
 
 def batches(spans: Sequence[BlockSpan], max_bytes: int) -> list[list[BlockSpan]]:

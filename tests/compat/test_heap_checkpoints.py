@@ -80,7 +80,7 @@ def test_flink_wrote_the_heap_format(checkpoints: dict[str, Any], kind: str) -> 
         for subtask in sp.subtasks(op):
             handle = subtask.managed_keyed_state
             if handle is not None:
-                assert is_heap_snapshot(sp.stream(handle.delegate), handle)
+                assert is_heap_snapshot(sp, handle)
                 heap += 1
     assert heap == 2 * len(KEYED)
 
@@ -204,6 +204,6 @@ def test_outputs_are_canonical_and_verify_deep(
         for s in sp.subtasks(op)
         if s.managed_keyed_state is not None
     ]
-    assert keyed and not any(is_heap_snapshot(stream, handle) for stream, handle in keyed)
+    assert keyed and not any(is_heap_snapshot(sp, handle) for stream, handle in keyed)
     code, report, err = cli("verify", "--deep", str(out))
     assert code == 0, report + err

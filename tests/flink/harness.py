@@ -331,16 +331,37 @@ HEAP_SNAPSHOT_KINDS: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-def heap_snapshots() -> dict[str, Path]:
-    """FixtureJob on the hashmap backend, one fixture directory per `HEAP_SNAPSHOT_KINDS` kind,
-    cached under .cache/flink/heap-snapshots-<hash of the sources>/<kind>/ (one JVM for all
-    when missing). A checkpoint's original location (its `_metadata`'s absolute paths) is
+# Heap snapshots whose subtasks hold key group 0 alone (or with max parallelism 1, only it): a
+# key group 0 block in the heap format starts with four zero bytes, as a canonical block of state
+# 0 can, so the layout must be told from more than one block's first bytes.
+KEY_GROUP_ZERO_KINDS: dict[str, dict[str, Any]] = {
+    "checkpoint-p2-maxp2": {"mode": "checkpoint", "parallelism": 2, "max_parallelism": 2},
+    "checkpoint-p2-maxp2-compressed": {
+        "mode": "checkpoint", "parallelism": 2, "max_parallelism": 2, "compression": True,
+    },
+    "native-savepoint-p2-maxp2": {"format": "NATIVE", "parallelism": 2, "max_parallelism": 2},
+    "checkpoint-maxp1": {"mode": "checkpoint", "parallelism": 1, "max_parallelism": 1},
+    "native-savepoint-maxp1": {"format": "NATIVE", "parallelism": 1, "max_parallelism": 1},
+    "native-savepoint-maxp1-compressed": {
+        "format": "NATIVE", "parallelism": 1, "max_parallelism": 1, "compression": True,
+    },
+}  # fmt: skip
+
+
+def heap_snapshots(kinds: dict[str, dict[str, Any]] | None = None) -> dict[str, Path]:
+    """FixtureJob on the hashmap backend, one fixture directory per kind (by default
+    `HEAP_SNAPSHOT_KINDS`; `KEY_GROUP_ZERO_KINDS` has its own cache), cached under
+    .cache/flink/heap-snapshots-<hash of the sources and kinds>/<kind>/ (one JVM for all when
+    missing). A checkpoint's original location (its `_metadata`'s absolute paths) is
     `originals/<kind>/` there, so `checkpoint_in_place` finds it in place."""
-    root = CACHE / compile_jobs().name.replace("classes-", "heap-snapshots-")
-    dirs = {kind: root / kind for kind in HEAP_SNAPSHOT_KINDS}
+    kinds = HEAP_SNAPSHOT_KINDS if kinds is None else kinds
+    digest = hashlib.sha256(json.dumps(kinds, sort_keys=True).encode()).hexdigest()[:8]
+    name = compile_jobs().name.replace("classes-", "heap-snapshots-")
+    root = CACHE / (name if kinds is HEAP_SNAPSHOT_KINDS else f"{name}-{digest}")
+    dirs = {kind: root / kind for kind in kinds}
     if all((d / "manifest.json").is_file() for d in dirs.values()):
         return dirs
-    with _lock("heap-snapshots"):
+    with _lock(root.name):
         if not all((d / "manifest.json").is_file() for d in dirs.values()):
             shutil.rmtree(root, ignore_errors=True)
             staging = root / ".staging"
@@ -348,10 +369,10 @@ def heap_snapshots() -> dict[str, Path]:
                 fixture_spec(
                     staging / kind, checkpoint_base=str(root / "originals" / kind), **params
                 )
-                for kind, params in HEAP_SNAPSHOT_KINDS.items()
+                for kind, params in kinds.items()
             ]
             write_fixtures(specs)
-            for kind in HEAP_SNAPSHOT_KINDS:
+            for kind in kinds:
                 os.replace(staging / kind, dirs[kind])
             shutil.rmtree(staging, ignore_errors=True)
     return dirs

@@ -206,3 +206,72 @@ def test_random_blocks_raise_only_format_errors(data: bytes) -> None:
             kb.count_entries(data, compressed)
         with contextlib.suppress(FormatError):
             list(kb.iter_entries(data, compressed, num_states=3))
+
+
+# --- telling canonical blocks from the hashmap backend's snapshot format (§4.8) ---------------
+
+
+def heap_key_group(key_group: int, states: list[tuple[int, int, bytes]]) -> bytes:
+    """A heap snapshot's key group, uncompressed: its id, then per state its id, entry count
+    and entries' bytes."""
+    parts = [key_group.to_bytes(4, "big")]
+    for state_id, count, data in states:
+        parts += [state_id.to_bytes(2, "big"), count.to_bytes(4, "big"), data]
+    return b"".join(parts)
+
+
+STRING_ENTRY = b"\x00\x03k29" + (16).to_bytes(8, "big")  # namespace-less: key, value
+
+
+@pytest.mark.parametrize(
+    ("block", "key_group", "compressed", "expected"),
+    [
+        # key group 0: four zero bytes begin both layouts
+        (heap_key_group(0, [(0, 1, STRING_ENTRY), (1, 0, b"")]), 0, False, kb.Layout.HEAP),
+        (heap_key_group(0, [(1, 0, b""), (0, 1, STRING_ENTRY)]), 0, False, kb.Layout.HEAP),
+        (kb.build_block([(0, [(CNT_KEY, CNT_VALUE)])]), 0, False, kb.Layout.CANONICAL),
+        (kb.build_block([(1, [(CNT_KEY, CNT_VALUE)])]), 0, False, kb.Layout.CANONICAL),
+        # from key group 1 on, a canonical block never starts with the key group's id
+        (heap_key_group(5, [(0, 0, b""), (1, 0, b"")]), 5, False, kb.Layout.HEAP),
+        (
+            kb.build_block([(0, [(b"\x05" + CNT_KEY[1:], CNT_VALUE)])]),
+            5,
+            False,
+            kb.Layout.CANONICAL,
+        ),
+        # compressed: a canonical block is one Snappy stream; a heap key group's id comes first
+        (
+            kb.build_block([(0, [(CNT_KEY, CNT_VALUE)])], compress=True),
+            0,
+            True,
+            kb.Layout.CANONICAL,
+        ),
+        (
+            b"\x00\x00\x00\x00" + snappy_framed.compress_stream(b"\x00\x00\x00\x00\x00\x00"),
+            0,
+            True,
+            kb.Layout.HEAP,
+        ),
+    ],
+)
+def test_first_block_layout(
+    block: bytes, key_group: int, compressed: bool, expected: kb.Layout
+) -> None:
+    assert kb.first_block_layout(block, len(block), key_group, compressed, 2) is expected
+
+
+def test_first_block_layout_of_a_prefix() -> None:
+    """A large first block is told from its start: canonical entries as far as they go."""
+    block = kb.build_block([(0, [(CNT_KEY + bytes([n]), CNT_VALUE) for n in range(100)])])
+    assert kb.first_block_layout(block[:250], len(block), 0, False, 2) is kb.Layout.CANONICAL
+    heap = heap_key_group(0, [(0, 100, STRING_ENTRY * 100)])
+    assert kb.first_block_layout(heap[:250], len(heap), 0, False, 2) is kb.Layout.HEAP
+
+
+def test_a_block_that_fits_both_layouts_is_not_guessed() -> None:
+    """Key group 0, state 0, a first key of 6 bytes without the last-of-run bit: its length's
+    low half reads as heap state id 6 and the key's first bytes as a count, which ten states
+    admit."""
+    block = kb.build_block([(0, [(CNT_KEY, CNT_VALUE), (CNT_KEY + b"x", CNT_VALUE)])])
+    assert kb.first_block_layout(block, len(block), 0, False, 10) is None
+    assert kb.first_block_layout(b"\x00\x00\x00\x00\xff\xff", 6, 0, False, 10) is None  # neither

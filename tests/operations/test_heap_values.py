@@ -232,5 +232,5 @@ def test_the_checkpoints_are_in_the_hashmap_backends_own_format(
         for subtask in sp.subtasks(by_id[ids[uid]]):
             handle = subtask.managed_keyed_state
             assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
-            heap.append(is_heap_snapshot(sp.stream(handle.delegate), handle))
+            heap.append(is_heap_snapshot(sp, handle))
     assert heap == [True] * 4

@@ -1,5 +1,7 @@
 """The hashmap backend's own snapshot format, written by real Flink 2.3.0: retained checkpoints
-(with and without snapshot compression, max parallelism 128 and 300) and a NATIVE savepoint.
+(with and without snapshot compression, max parallelism 128 and 300) and NATIVE savepoints, also
+with subtasks that hold key group 0 alone (parallelism equal to max parallelism, and max
+parallelism 1), whose first bytes read as canonical blocks too.
 
 statectl reads them as Flink does: the library read and `export` of every keyed state equal the
 job's own dump of what it held (the manifest's `state`: keys, values, lists in order, maps,
@@ -32,13 +34,13 @@ from tests.flink import harness
 
 pytestmark = pytest.mark.flink
 
-KINDS = list(harness.HEAP_SNAPSHOT_KINDS)
+KINDS = [*harness.HEAP_SNAPSHOT_KINDS, *harness.KEY_GROUP_ZERO_KINDS]
 KEYED = ("keyed-str", "keyed-long")
 
 
 @pytest.fixture(scope="module")
 def fixtures() -> dict[str, Path]:
-    return harness.heap_snapshots()
+    return {**harness.heap_snapshots(), **harness.heap_snapshots(harness.KEY_GROUP_ZERO_KINDS)}
 
 
 def _path(fixtures: dict[str, Path], kind: str) -> Path:
@@ -105,7 +107,15 @@ def test_library_read_equals_the_jobs_dump(fixtures: dict[str, Path], kind: str)
         assert len(written["cnt"]) >= 37 and len(written["mp"]) >= 15  # not vacuous
 
 
-@pytest.mark.parametrize("kind", ["checkpoint-compressed", "checkpoint-maxp300"])
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "checkpoint-compressed",
+        "checkpoint-maxp300",
+        "checkpoint-maxp1",
+        "native-savepoint-p2-maxp2",
+    ],
+)
 def test_export_equals_the_jobs_dump(fixtures: dict[str, Path], kind: str, tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
@@ -139,7 +149,10 @@ def test_verify_deep_walks_every_entry(fixtures: dict[str, Path], kind: str) -> 
     assert json.loads(out)["checked"]["entries"] == written > 400
 
 
-@pytest.mark.parametrize("kind", ["checkpoint", "native-savepoint"])
+@pytest.mark.parametrize(
+    "kind",
+    ["checkpoint", "native-savepoint", "checkpoint-p2-maxp2", "native-savepoint-maxp1-compressed"],
+)
 def test_inspect_deep_counts_every_state(fixtures: dict[str, Path], kind: str) -> None:
     code, out, err = cli("inspect", "--deep", "--json", str(_path(fixtures, kind)))
     assert code == 0, err
@@ -220,7 +233,9 @@ def test_a_flipped_byte_in_a_key_group_is_refused(
     assert "key group" in line and "offset" in line, line
 
 
-@pytest.mark.parametrize("kind", ["checkpoint", "checkpoint-compressed"])
+@pytest.mark.parametrize(
+    "kind", ["checkpoint", "checkpoint-compressed", "checkpoint-maxp1", "native-savepoint-p2-maxp2"]
+)
 def test_diff_reads_a_heap_checkpoint(fixtures: dict[str, Path], kind: str, tmp_path: Path) -> None:
     """`diff` compares a heap checkpoint entry by entry: none with its canonical conversion, and
     exactly the edited entry with a copy one value of which was changed."""

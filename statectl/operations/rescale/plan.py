@@ -249,7 +249,7 @@ def has_heap_keyed_state(sp: Savepoint, op: OperatorState) -> bool:
     return any(
         isinstance(handle, KeyGroupsHandle)
         and handle.delegate is not None
-        and is_heap_snapshot(sp.stream(handle.delegate), handle)
+        and is_heap_snapshot(sp, handle)
         for handle in (s.managed_keyed_state for s in op.subtasks or () if not s.finished)
     )
 
@@ -366,7 +366,7 @@ def _old_keyed_files(sp: Savepoint, subtasks: Sequence[SubtaskState | None]) -> 
         handle = subtask.managed_keyed_state if subtask else None
         if isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
-            heap = is_heap_snapshot(stream, handle)
+            heap = is_heap_snapshot(sp, handle)
             header, info = read_header(stream, header_end(stream, handle))
             spans = tuple(block_spans(stream, handle))
             files.append(_OldKeyedFile(stream, header, info, spans, heap))

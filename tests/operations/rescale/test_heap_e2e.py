@@ -3,7 +3,10 @@ converted and re-hashed, restored by real Flink 2.3.
 
 From every kind of `harness.heap_snapshots()` (checkpoints with and without snapshot
 compression, max parallelism 128 and 300, a NATIVE savepoint): rescale to 1 and 3, `convert` to
-canonical and to RocksDB native (`--format native`), and a new max parallelism (256). Flink
+canonical and to RocksDB native (`--format native`), and a new max parallelism (256). From every
+kind of `KEY_GROUP_ZERO_KINDS` (subtasks holding key group 0 alone: parallelism 2 at max
+parallelism 2, and max parallelism 1): rescale to 1, both conversions, and max parallelism 256
+at the same parallelism and at 3. Flink
 restores each output with exactly the state the job wrote (keys, values, lists in order, maps,
 timers, operator and broadcast state; no key unreachable or in a key group its subtask does not
 own), on the hashmap backend and on RocksDB, which cannot restore the heap checkpoint itself.
@@ -41,7 +44,7 @@ from tests.flink.harness import RestoreRequest
 
 pytestmark = [pytest.mark.flink, pytest.mark.spark]
 
-KINDS = list(harness.HEAP_SNAPSHOT_KINDS)
+KINDS = [*harness.HEAP_SNAPSHOT_KINDS, *harness.KEY_GROUP_ZERO_KINDS]
 KEYED_UIDS = ("keyed-str", "keyed-long")
 CLI_KIND = "checkpoint"  # its `convert --format native` and re-hash go through the CLI
 
@@ -52,6 +55,7 @@ ROUTES: dict[str, dict[str, Any]] = {
     "convert": {"parallelism": None, "keyed_format": "canonical"},
     "native": {"parallelism": None, "keyed_format": "native"},
     "max256": {"parallelism": None, "max_parallelism": 256},
+    "max256-p3": {"parallelism": 3, "max_parallelism": 256},
 }
 BACKENDS = {
     "p1": ("hashmap",),
@@ -59,6 +63,14 @@ BACKENDS = {
     "convert": ("hashmap", "rocksdb"),
     "native": ("rocksdb",),
     "max256": ("hashmap", "rocksdb"),
+}
+# Key group 0 alone: no rescale to 3 within max parallelism 2 or 1; one backend a route.
+KEY_GROUP_ZERO_BACKENDS = {
+    "p1": ("hashmap",),
+    "convert": ("rocksdb",),
+    "native": ("rocksdb",),
+    "max256": ("hashmap",),
+    "max256-p3": ("rocksdb",),
 }
 CLI_ARGS = {
     "native": ["convert", "--format", "native"],
@@ -81,7 +93,11 @@ class Case:
         return f"{self.kind}-{self.route}"
 
 
-CASES = [Case(k, r, b) for k in KINDS for r in ROUTES for b in BACKENDS[r]]
+def _backends(kind: str) -> dict[str, tuple[str, ...]]:
+    return KEY_GROUP_ZERO_BACKENDS if kind in harness.KEY_GROUP_ZERO_KINDS else BACKENDS
+
+
+CASES = [Case(k, r, b) for k in KINDS for r, bs in _backends(k).items() for b in bs]
 OUTPUTS = sorted({(c.kind, c.route) for c in CASES})
 
 
@@ -101,7 +117,7 @@ def _write(source: Path, route: str, destination: Path, through_cli: bool) -> di
 @pytest.fixture(scope="module")
 def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("heap")
-    fixtures = harness.heap_snapshots()
+    fixtures = {**harness.heap_snapshots(), **harness.heap_snapshots(harness.KEY_GROUP_ZERO_KINDS)}
     sources = {kind: harness.snapshot_path(fixtures[kind]) for kind in KINDS}
     paths, formats = {}, {}
     for kind, route in OUTPUTS:
@@ -304,4 +320,4 @@ def test_flink_restores_a_replaced_state_of_the_heap_checkpoint(outcome: dict[st
         for subtask in sp.subtasks(sp.find_operator(uid)):
             handle = subtask.managed_keyed_state
             assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
-            assert is_heap_snapshot(sp.stream(handle.delegate), handle) == heap, uid
+            assert is_heap_snapshot(sp, handle) == heap, uid

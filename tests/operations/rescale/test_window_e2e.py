@@ -150,7 +150,7 @@ def test_the_checkpoint_source_is_in_the_hashmap_backends_own_format(
         for subtask in sp.subtasks(sp.find_operator(uid)):
             handle = subtask.managed_keyed_state
             assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
-            heap.append(is_heap_snapshot(sp.stream(handle.delegate), handle))
+            heap.append(is_heap_snapshot(sp, handle))
     assert heap == [True] * 6
     code, out, err = cli("verify", "--deep", str(path))
     assert (code, err) == (0, ""), out
