@@ -29,6 +29,7 @@ from statectl.errors import StatectlError
 from statectl.formats.handles import RelativeFileHandle
 from statectl.formats.java_io import encode_modified_utf8
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
+from statectl.operations.publish import publish
 from statectl.operations.state_edits import (
     StateEdit,
     StateEditPlan,
@@ -220,7 +221,7 @@ def migrate(
             if progress is not None:
                 progress(Progress(done, total, done_bytes, total_bytes))
         metadata = _write_operator_states(plan, metadata, output)
-        writer.publish(staged, metadata)
+        publish(staged, metadata)
     except BaseException:
         writer.discard(staged)
         raise

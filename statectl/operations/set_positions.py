@@ -49,6 +49,7 @@ from statectl.formats.handles import (
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
 from statectl.operations.migrate import MigrationPlan, copy_checked
 from statectl.operations.positions import LEGACY_KAFKA, source_positions
+from statectl.operations.publish import publish
 from statectl.progress import Progress, ProgressCallback
 from statectl.savepoint import writer
 from statectl.savepoint.entries import OperatorFile, operator_files
@@ -535,7 +536,7 @@ def write_positions(
         for new in plan.new_files:
             _write(output, new)
             done.add(len(new.data))
-        writer.publish(staged, plan.metadata)
+        publish(staged, plan.metadata)
     except BaseException:
         writer.discard(staged)
         raise

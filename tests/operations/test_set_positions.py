@@ -29,6 +29,7 @@ from statectl.formats.handles import (
     OperatorStateOffsets,
 )
 from statectl.formats.metadata import write_metadata
+from statectl.formats.state_headers import parse_operator_header, write_operator_header
 from statectl.operations import set_positions as P
 from statectl.operations.migrate import plan_migration
 from statectl.operations.positions import positions
@@ -173,8 +174,11 @@ def with_source_state(
     for subtask in op.subtasks or ():
         handle = subtask.managed_operator_state
         assert handle is not None and isinstance(handle.delegate, ByteStreamHandle)
-        header = handle.delegate.data[: handle.states[0].offsets[0]]
-        offsets, data = [], bytearray(header)
+        # The header renamed to `state`, so the input is consistent (as `verify` checks it).
+        parsed = parse_operator_header(handle.delegate.data[: handle.states[0].offsets[0]])
+        (meta,) = parsed.list_states
+        renamed = dataclasses.replace(parsed, list_states=(dataclasses.replace(meta, name=state),))
+        offsets, data = [], bytearray(write_operator_header(renamed))
         for value in elements.get(subtask.index, []):
             offsets.append(len(data))
             data += value

@@ -26,6 +26,7 @@ from statectl.execution.engine import Engine, total_work
 from statectl.execution.factory import choose_engine
 from statectl.execution.head_start import HeadStartEngine
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.operations.publish import publish
 from statectl.operations.rescale.execute import (
     Result,
     SubtaskResult,
@@ -278,7 +279,7 @@ def rescale(
         clock.append(time.monotonic())
         results = _run(engine, plan, tasks, staged.staging_url, storage_options, progress)
         clock.append(time.monotonic())
-        writer.publish(staged, assemble(plan, carried, results))
+        publish(staged, assemble(plan, carried, results))
         clock.append(time.monotonic())
     except BaseException:
         writer.discard(staged)
