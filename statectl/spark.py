@@ -307,19 +307,26 @@ class FlinkStateWriter(_WriterBase):
         import statectl
 
         folder = self._rows_folder()
+        paths = [m.path for m in messages if isinstance(m, RowsFile) and m.path is not None]
         try:
-            tables = []
-            for message in messages:
-                if isinstance(message, RowsFile) and message.path is not None:
-                    with folder.fs.open(message.path, "rb") as source:
-                        tables.append(pa.ipc.open_file(source).read_all())
-            table = pa.concat_tables(tables) if tables else self.arrow_schema.empty_table()
             sp = statectl.open(_required(self.options, "source"), _storage_options(self.options))
             name = _required(self.options, "state")
-            sp.operator(_required(self.options, "operator")).state(name).replace(table)
+            state = sp.operator(_required(self.options, "operator")).state(name)
+            # The tasks' files batch by batch: `replace` spills the rows, the driver holds none.
+            state.replace(
+                self._batches(folder, paths) if paths else self.arrow_schema.empty_table()
+            )
             sp.write(_required(self.options, "path"), overwrite=self.overwrite)
         finally:
             self._remove_rows(folder)
+
+    @staticmethod
+    def _batches(folder: Location, paths: list[str]) -> Iterator[pa.RecordBatch]:
+        for path in paths:
+            with folder.fs.open(path, "rb") as source:
+                reader = pa.ipc.open_file(source)
+                for i in range(reader.num_record_batches):
+                    yield reader.get_batch(i)
 
     def abort(self, messages: list[WriterCommitMessage | None]) -> None:
         self._remove_rows(self._rows_folder())

@@ -14,7 +14,7 @@ commands that never read a state as a table load none of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -279,14 +279,20 @@ class State:
     def to_pandas(self) -> pd.DataFrame:
         return self.to_arrow().to_pandas()
 
-    def replace(self, table: pa.Table) -> None:
-        """Make `table` (this state's columns, as `to_arrow()` gives them) the state's entries
+    def replace(
+        self, rows: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table]
+    ) -> None:
+        """Make `rows` (this state's columns, as `to_arrow()` gives them) the state's entries
         when the savepoint is written (`Savepoint.write`): rows left out are removed, new keys
-        land in the key group (and subtask) Flink assigns them. A table that does not fit the
-        state raises `StatectlError` naming the column or row, and nothing is recorded."""
+        land in the key group (and subtask) Flink assigns them. `rows` is a table, or batches
+        (a `pyarrow.RecordBatchReader`, or any iterable of record batches or tables, read
+        once): keyed state's rows are encoded batch by batch and spilled to local disk sorted
+        by key group (`$STATECTL_LOCAL_DIR`, else the temp dir), so memory stays bounded
+        whatever their number. Rows that do not fit the state raise `StatectlError` naming the
+        column or row, and nothing is recorded."""
         from statectl.operations.transform import replacement
 
-        self._edit(replacement(self.operator.savepoint.parsed, self.operator.id, self.name, table))
+        self._edit(replacement(self.operator.savepoint.parsed, self.operator.id, self.name, rows))
 
     def drop(self) -> None:
         """Leave this state out of the written savepoint."""

@@ -11,7 +11,7 @@ The rest of the savepoint is carried over as `migrate` carries it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from statectl.errors import FormatError, StatectlError
@@ -23,27 +23,57 @@ from statectl.savepoint.model import Savepoint
 from statectl.savepoint.table_rows import conform, encode_operator_rows, encode_rows
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     import pyarrow as pa
+
+    # A state's new rows: a table, or batches from a reader or any iterable.
+    Rows: TypeAlias = pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table]
 
 BatchFunction = Callable[["pa.RecordBatch"], "pa.RecordBatch | pa.Table | None"]
 
 
-def replacement(source: Savepoint, operator: str, state: str, table: pa.Table) -> StateEdit:
-    """The edit that makes `table` the entries of state `state` of `operator` (keyed state's
-    entries, an operator list or union state's elements, a broadcast state's map)."""
+def replacement(source: Savepoint, operator: str, state: str, rows: Rows) -> StateEdit:
+    """The edit that makes `rows` the entries of state `state` of `operator` (keyed state's
+    entries, an operator list or union state's elements, a broadcast state's map): a table, or
+    batches (a reader, any iterable), which keyed state consumes once with bounded memory."""
     op = source.find_operator(operator)
     label = entries.operator_label(op)
     files = entries.keyed_files(source, op)
     header = next((f.header() for f in files if state in f.header().state_names()), None)
     if header is None:
-        return _operator_replacement(source, op, state, table)
+        return _operator_replacement(source, op, state, _one_table(rows))
     codec = entries.codecs_for(header, files[0].flink_major)[state]
     key_type = key_type_for_snapshot(header.key_serializer_snapshot)
+    conformed = (conform(table, codec) for table in _tables(rows))
     try:
-        rows = encode_rows(conform(table, codec), codec, key_type, op.max_parallelism)
+        encoded = encode_rows(conformed, codec, key_type, op.max_parallelism)
     except FormatError as exc:
         raise StatectlError(f"state {state!r}: {exc.message}", label) from None
-    return StateEdit(operator, state, REPLACE, rows=rows.by_key_group, rows_count=rows.count)
+    return StateEdit(operator, state, REPLACE, rows=encoded, rows_count=encoded.count)
+
+
+def _tables(rows: Rows) -> Iterator[pa.Table]:
+    """`rows` a table at a time (a batch as a table of one batch)."""
+    import pyarrow as pa
+
+    if isinstance(rows, pa.Table):
+        yield rows
+        return
+    for part in rows:
+        yield pa.Table.from_batches([part]) if isinstance(part, pa.RecordBatch) else part
+
+
+def _one_table(rows: Rows) -> pa.Table:
+    """Operator state (elements per subtask, held in memory by Flink too) as one table."""
+    import pyarrow as pa
+
+    tables = list(_tables(rows))
+    if len(tables) == 1:
+        return tables[0]
+    if not tables:
+        raise StatectlError("no batches were given: give a table (it may be empty) instead")
+    return pa.concat_tables(tables)
 
 
 def _operator_replacement(

@@ -4,7 +4,8 @@ Each row of a table with the state's columns (`StateCodec.arrow_schema`) becomes
 entry: its parts encoded by the state's codecs (`StateCodec.encode_*`), its composite key built
 as the backends build it (`java_types.build_composite_key`) in the key group Flink assigns the
 key (`KeyType.key_group`: Java's `hashCode`, murmur hash, max parallelism). Rows come out
-grouped by key group, ready for `keyed_rewrite`.
+grouped by key group, ready for `keyed_rewrite`, spilled to local disk past a bound
+(`spilled_rows`), so a table of any size, or a stream of batches, is encoded in bounded memory.
 
 A table that does not fit the state is refused before anything is written, in one line naming
 the column (or the row) and what was expected.
@@ -12,28 +13,23 @@ the column (or the row) and what was expected.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
-from statectl.formats.java_types import KeyType, build_composite_key
+from statectl.formats.java_types import KeyType, build_composite_key, split_composite_key
 from statectl.formats.operator_state import build_broadcast_element
 from statectl.formats.state_values import StateCodec
+from statectl.formats.values import RawCodec
+from statectl.savepoint.spilled_rows import KeyGroupRows, RowSpill
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
 Row = tuple[bytes, bytes]
 IGNORED_COLUMNS = ("subtask",)  # the data source's column: where a row was read, not state
-
-
-@dataclass(frozen=True)
-class EncodedRows:
-    """A table's entries by key group, and how many."""
-
-    by_key_group: dict[int, list[Row]]
-    count: int
 
 
 def conform(table: pa.Table, codec: StateCodec) -> pa.Table:
@@ -109,9 +105,14 @@ def same_kind(found: pa.DataType, expected: pa.DataType) -> bool:
 
 
 def encode_rows(
-    table: pa.Table, codec: StateCodec, key_type: KeyType | None, max_parallelism: int
-) -> EncodedRows:
-    """Every row of a conformed table as (composite key, stored value), by key group."""
+    tables: Iterable[pa.Table],
+    codec: StateCodec,
+    key_type: KeyType | None,
+    max_parallelism: int,
+    run_bytes: int | None = None,
+) -> KeyGroupRows:
+    """Every row of conformed tables (a table, or batch after batch) as (composite key, stored
+    value) by key group, gathered with bounded memory (`spilled_rows`)."""
     if codec.kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMERS"):
         raise FormatError(f"cannot write the entries of {codec.kind} state")
     if key_type is None:
@@ -119,7 +120,6 @@ def encode_rows(
             "statectl cannot compute the key groups of this job's keys (its key serializer "
             "is not one statectl hashes as Java does)"
         )
-    columns = _columns(table, codec)
     key_codec, namespace_codec = codec.key, codec.namespace
     ambiguous = (
         key_codec is not None
@@ -127,20 +127,37 @@ def encode_rows(
         and key_codec.fixed_length is None
         and namespace_codec.fixed_length is None
     )
-    by_key_group: dict[int, list[Row]] = {}
-    seen: set[bytes] = set()
-    for n, row in enumerate(zip(*columns.values(), strict=True)):
-        values = dict(zip(columns, row, strict=True))
-        try:
-            key_group, entry = _entry(codec, key_type, max_parallelism, ambiguous, values)
-        except (FormatError, ValueError) as exc:
-            message = exc.message if isinstance(exc, FormatError) else str(exc)
-            raise FormatError(f"row {n}: {message}") from None
-        if entry[0] in seen:
-            raise FormatError(f"row {n}: {_describe(values)} appears more than once")
-        seen.add(entry[0])
-        by_key_group.setdefault(key_group, []).append(entry)
-    return EncodedRows(by_key_group, len(seen))
+    spill, n = RowSpill(run_bytes), 0
+    entry = functools.partial(_entry, codec, key_type, max_parallelism, ambiguous)
+    for table in tables:
+        columns = _columns(table, codec)
+        for row in zip(*columns.values(), strict=True):
+            values = dict(zip(columns, row, strict=True))
+            try:
+                key_group, (key, value) = entry(values)
+            except (FormatError, ValueError) as exc:
+                message = exc.message if isinstance(exc, FormatError) else str(exc)
+                raise FormatError(f"row {n}: {message}") from None
+            spill.add(key_group, key, value)
+            n += 1
+    return spill.finish(lambda key: _describe_key(key, codec, max_parallelism))
+
+
+def _describe_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:
+    """What a composite key holds, for messages (its bytes where they do not split)."""
+    assert codec.key is not None
+    namespace = None if isinstance(codec.namespace, RawCodec) else codec.namespace
+    try:
+        parts = split_composite_key(composite, max_parallelism, codec.key, namespace, codec.kind)
+    except StatectlError:
+        return f"key {composite.hex()}"
+    values = {
+        "key": parts.key,
+        "namespace": codec.decode_namespace(parts.namespace_bytes) if namespace else None,
+        "user_key": codec.decode_user_key(parts.user_key_bytes) if codec.kind == "MAP" else None,
+        "timestamp": parts.timestamp,
+    }
+    return _describe(values)
 
 
 @dataclass(frozen=True)
