@@ -59,7 +59,7 @@ from statectl.formats.values.json_form import (
     sorted_json,
     time_of_day_json,
 )
-from statectl.formats.values.kryo_fields import KryoClasses
+from statectl.formats.values.kryo_fields import KryoClasses, TypeArgument
 from statectl.formats.values.model import Codec, Context, Raw, Undecodable, register
 from statectl.formats.values.scalars import decimal_of, unscaled_of
 
@@ -105,6 +105,8 @@ _FIRST_USER_ID = 85
 
 _INT = "java.lang.Integer"
 _STRING = "java.lang.String"
+
+TypeArgs = tuple[TypeArgument, ...]  # what a serializer gets from the field above it
 
 
 @dataclass(frozen=True, slots=True)
@@ -537,10 +539,10 @@ class Reader:
 
     # classes and objects of `Kryo`
 
-    def class_and_object(self) -> KryoObject | None:
+    def class_and_object(self, type_args: TypeArgs = ()) -> KryoObject | None:
         """`readClassAndObject`: a class tag, then (unless null) the object."""
         java_class = self.read_class()
-        return None if java_class is None else self.read_object(java_class, False)
+        return None if java_class is None else self.read_object(java_class, False, type_args)
 
     def read_class(self) -> str | None:
         """`DefaultClassResolver.readClass`: null, a registered id, or a name (first time)."""
@@ -570,8 +572,11 @@ class Reader:
         self.names.append(name)
         return name
 
-    def read_object(self, java_class: str, may_be_null: bool) -> KryoObject | None:
-        """`readObject(OrNull)`: the reference marker (or null flag), then the object."""
+    def read_object(
+        self, java_class: str, may_be_null: bool, type_args: TypeArgs = ()
+    ) -> KryoObject | None:
+        """`readObject(OrNull)`: the reference marker (or null flag), then the object, its
+        serializer given the type arguments of the field or collection it is in."""
         start = self.pos
         if not uses_references(java_class, self.dialect, self.registry):
             if may_be_null:
@@ -580,12 +585,12 @@ class Reader:
                     return None
                 if marker != _NOT_NULL:
                     raise self.fail(f"null flag {marker}", start)
-            return self._new(java_class)[0]
+            return self._new(java_class, type_args)[0]
         marker = self.varint()
         if marker == _NOT_NULL:
             slot = len(self.refs)
             self.refs.append((None, 0))
-            obj, size = self._new(java_class)
+            obj, size = self._new(java_class, type_args)
             self.refs[slot] = (obj, size)
             return obj
         if marker == _NULL:
@@ -610,14 +615,18 @@ class Reader:
         if self.nodes > self.limit:
             raise self.fail("value expands to too many objects through back-references")
 
-    def _new(self, java_class: str) -> tuple[KryoObject, int]:
+    def _new(self, java_class: str, type_args: TypeArgs) -> tuple[KryoObject, int]:
         kind = family(java_class, self.registry)
         if self.depth >= MAX_DEPTH:
             raise self.fail(f"value nested more than {MAX_DEPTH} deep")
         self.depth += 1
         before = self.nodes
         self.add_nodes(1)
-        value = _READERS[kind](self, java_class)
+        generic = _GENERIC_READERS.get(kind) if takes_type_args(kind, self.dialect) else None
+        if generic is not None:
+            value = generic(self, java_class, type_args)
+        else:
+            value = _READERS[kind](self, java_class)
         self.depth -= 1
         return KryoObject(java_class, value), self.nodes - before
 
@@ -719,33 +728,71 @@ def _no_comparator(r: Reader, java_class: str) -> None:
         raise Undecodable(f"Kryo {java_class} with a comparator")
 
 
-def _read_collection(r: Reader, java_class: str) -> list[KryoObject | None]:
+def takes_type_args(kind: str, dialect: Dialect) -> bool:
+    """Whether the serializer of a family uses the type arguments it is handed: Kryo's
+    `CollectionSerializer` and `MapSerializer` (and in Kryo 5 `ArraysAsListSerializer`, one of
+    them; chill's of Kryo 2 is not)."""
+    return kind in _GENERIC_READERS and (dialect.kryo5 or kind != "aslist")
+
+
+def _known_element(type_args: TypeArgs) -> TypeArgument | None:
+    """A collection's element type when final (2.24 `CollectionSerializer.setGenerics`, 5.6
+    `nextGenericClass`): its elements are then written by its serializer, untagged."""
+    return type_args[0] if type_args and type_args[0].value_class else None
+
+
+def _element_args(type_args: TypeArgs) -> TypeArgs:
+    """What a collection hands its elements: its last argument's arguments (Kryo 5 pushes that
+    `GenericType`; Kryo 2's arguments have none)."""
+    return type_args[-1].args if type_args else ()
+
+
+def _map_args(type_args: TypeArgs) -> tuple[TypeArgument | None, TypeArgument | None]:
+    if not type_args:
+        return None, None
+    if len(type_args) != 2:
+        raise Undecodable(f"a Kryo map given {len(type_args)} type arguments")
+    return type_args[0], type_args[1]
+
+
+def _read_collection(r: Reader, java_class: str, type_args: TypeArgs = ()) -> list[Any]:
     sorted_ = java_class == "java.util.TreeSet"
+    known, nested = _known_element(type_args), _element_args(type_args)
     if not r.dialect.kryo5:
         if sorted_:
             _no_comparator(r, java_class)
-        return [r.class_and_object() for _ in range(r.count("collection", False))]
+        length = r.count("collection", False)
+        if known is not None:
+            return [r.read_object(known.java_class, True, nested) for _ in range(length)]
+        return [r.class_and_object(nested) for _ in range(length)]
     start = r.pos
-    same_type, length = r.flag_and_varint()
+    flag, length = r.flag_and_varint()
     if length == _NULL or length >> 31:
         raise r.fail(f"collection length {length - 1}", start)
     length -= 1
     if sorted_:
         _no_comparator(r, java_class)
     if length == 0:
-        if same_type:
-            raise r.fail("empty collection flagged as one type", start)
+        if flag:
+            raise r.fail("empty collection flagged", start)
         return []
-    if length > len(r.buf) - r.pos and not same_type:
+    if length > len(r.buf) - r.pos and (known is not None or not flag):
         raise r.fail(f"collection of {length} elements does not fit", start)
-    return _read_elements(r, length, same_type, start)
+    if known is not None:  # the flag says whether an element is null
+        items = [r.read_object(known.java_class, flag, nested) for _ in range(length)]
+        if flag and None not in items:
+            raise r.fail("collection flagged as holding null without one", start)
+        return items
+    return _read_elements(r, length, flag, start, nested)
 
 
-def _read_elements(r: Reader, length: int, same_type: bool, start: int) -> list[KryoObject | None]:
-    """Kryo 5 `CollectionSerializer`: elements of one class share one class tag (and a
-    has-null flag); mixed ones each have their own."""
+def _read_elements(
+    r: Reader, length: int, same_type: bool, start: int, nested: TypeArgs
+) -> list[KryoObject | None]:
+    """Kryo 5 `CollectionSerializer` of elements of no known final class: elements of one
+    class share one class tag (and a has-null flag); mixed ones each have their own."""
     if not same_type:
-        items = [r.class_and_object() for _ in range(length)]
+        items = [r.class_and_object(nested) for _ in range(length)]
         if len({item.java_class for item in items if item is not None}) < 2:
             raise r.fail("collection of one class written as mixed", start)
         return items
@@ -756,27 +803,38 @@ def _read_elements(r: Reader, length: int, same_type: bool, start: int) -> list[
     has_null = r.boolean()
     if length > len(r.buf) - r.pos:  # every element takes a byte at least
         raise r.fail(f"collection of {length} elements does not fit", start)
-    items = [r.read_object(element_class, has_null) for _ in range(length)]
+    items = [r.read_object(element_class, has_null, nested) for _ in range(length)]
     if has_null and None not in items:
         raise r.fail("collection flagged as holding null without one", start)
     return items
 
 
-def _read_map(r: Reader, java_class: str) -> list[tuple[KryoObject | None, KryoObject | None]]:
+def _read_map(r: Reader, java_class: str, type_args: TypeArgs = ()) -> list[tuple[Any, Any]]:
+    """`MapSerializer`: each key, then its value, by the serializer of a final type argument
+    (with a reference marker or null flag), else tagged; each given its argument's arguments."""
     sorted_ = java_class == "java.util.TreeMap"
     if sorted_ and not r.dialect.kryo5:
         _no_comparator(r, java_class)
     length = r.count("map", r.dialect.kryo5, 2)
     if sorted_ and r.dialect.kryo5:
         _no_comparator(r, java_class)
-    return [(r.class_and_object(), r.class_and_object()) for _ in range(length)]
+    key, value = _map_args(type_args)
+    return [(_read_map_part(r, key), _read_map_part(r, value)) for _ in range(length)]
 
 
-def _read_as_list(r: Reader, java_class: str) -> Any:
+def _read_map_part(r: Reader, arg: TypeArgument | None) -> KryoObject | None:
+    if arg is None:
+        return r.class_and_object()
+    if arg.value_class is None:
+        return r.class_and_object(arg.args)
+    return r.read_object(arg.value_class, True, arg.args)
+
+
+def _read_as_list(r: Reader, java_class: str, type_args: TypeArgs = ()) -> Any:
     """`Arrays.asList`: chill (1.x) writes the length, the component class, then each element;
     Kryo 5 reads and writes it as any collection."""
     if r.dialect.kryo5:
-        return _read_collection(r, java_class)
+        return _read_collection(r, java_class, type_args)
     length = r.count("Arrays.asList", False)
     component = r.read_class()
     if component is None:
@@ -835,9 +893,9 @@ def _read_fields(r: Reader, java_class: str) -> dict[str, Any]:
         if field.primitive:
             values[field.name] = _READERS[field.type_name](r, field.type_name)
         elif field.value_class is None:
-            values[field.name] = r.class_and_object()
+            values[field.name] = r.class_and_object(field.type_args)
         else:
-            values[field.name] = r.read_object(field.value_class, True)
+            values[field.name] = r.read_object(field.value_class, True, field.type_args)
     return values
 
 
@@ -875,6 +933,14 @@ _READERS: dict[str, Callable[[Reader, str], Any]] = {
     "strings": _read_object_array,
     "objects": _read_object_array,
     "fields": _read_fields,
+}
+_GENERIC_READERS: dict[str, Callable[[Reader, str, TypeArgs], Any]] = {
+    "list": _read_collection,
+    "set": _read_collection,
+    "treeset": _read_collection,
+    "aslist": _read_as_list,
+    "map": _read_map,
+    "treemap": _read_map,
 }
 
 
@@ -949,14 +1015,14 @@ class Writer:
             else:
                 self.out += bytes((0xE0 | unit >> 12, 0x80 | unit >> 6 & 0x3F, 0x80 | unit & 0x3F))
 
-    def class_and_object(self, obj: Any) -> None:
+    def class_and_object(self, obj: Any, type_args: TypeArgs = ()) -> None:
         if obj is None:
             self.out.append(_NULL)
             return
         if not isinstance(obj, KryoObject):
             raise Undecodable(f"not a Kryo object: {type(obj).__name__}")
         self.write_class(obj.java_class)
-        self.write_object(obj, obj.java_class, False)
+        self.write_object(obj, obj.java_class, False, type_args)
 
     def write_class(self, java_class: str) -> None:
         class_id = self.registry.ids.get(java_class)
@@ -972,7 +1038,9 @@ class Writer:
         self.varint(len(self.names) - 1)
         self.string(java_class, 1 << 31 if self.dialect.kryo5 and java_class.isascii() else None)
 
-    def write_object(self, obj: Any, java_class: str, may_be_null: bool) -> None:
+    def write_object(
+        self, obj: Any, java_class: str, may_be_null: bool, type_args: TypeArgs = ()
+    ) -> None:
         if obj is None:
             if not may_be_null:
                 raise Undecodable(f"Kryo cannot write a null {java_class} here")
@@ -990,7 +1058,12 @@ class Writer:
             self.out.append(_NOT_NULL)
         elif may_be_null:
             self.out.append(_NOT_NULL)
-        _WRITERS[family(java_class, self.registry)](self, java_class, obj.value)
+        kind = family(java_class, self.registry)
+        generic = _GENERIC_WRITERS.get(kind) if takes_type_args(kind, self.dialect) else None
+        if generic is not None:
+            generic(self, java_class, obj.value, type_args)
+        else:
+            _WRITERS[kind](self, java_class, obj.value)
 
 
 def _write_big_integer(w: Writer, _cls: str, value: int) -> None:
@@ -1019,14 +1092,28 @@ def _write_uuid(w: Writer, _cls: str, value: tuple[int, int]) -> None:
             w.zigzag_long(half)
 
 
-def _write_collection(w: Writer, java_class: str, items: list[Any]) -> None:
+def _write_collection(
+    w: Writer, java_class: str, items: list[Any], type_args: TypeArgs = ()
+) -> None:
     sorted_ = java_class == "java.util.TreeSet"
+    known, nested = _known_element(type_args), _element_args(type_args)
     if not w.dialect.kryo5:
         if sorted_:
             w.out.append(_NULL)
         w.varint(len(items))
         for item in items:
-            w.class_and_object(item)
+            if known is not None:
+                w.write_object(item, known.java_class, True, nested)
+            else:
+                w.class_and_object(item, nested)
+        return
+    if known is not None and items:  # the flag says whether an element is null
+        has_null = None in items
+        w.flag_and_varint(has_null, len(items) + 1)
+        if sorted_:
+            w.out.append(_NULL)
+        for item in items:
+            w.write_object(item, known.java_class, has_null, nested)
         return
     classes = {item.java_class for item in items if isinstance(item, KryoObject)}
     same_type = bool(items) and len(classes) < 2
@@ -1035,7 +1122,7 @@ def _write_collection(w: Writer, java_class: str, items: list[Any]) -> None:
         w.out.append(_NULL)
     if not same_type:
         for item in items:
-            w.class_and_object(item)
+            w.class_and_object(item, nested)
         return
     if not classes:
         w.out.append(_NULL)  # every element is null
@@ -1045,24 +1132,36 @@ def _write_collection(w: Writer, java_class: str, items: list[Any]) -> None:
     has_null = None in items
     w.out.append(1 if has_null else 0)
     for item in items:
-        w.write_object(item, element_class, has_null)
+        w.write_object(item, element_class, has_null, nested)
 
 
-def _write_map(w: Writer, java_class: str, pairs: list[tuple[Any, Any]]) -> None:
+def _write_map(
+    w: Writer, java_class: str, pairs: list[tuple[Any, Any]], type_args: TypeArgs = ()
+) -> None:
     sorted_ = java_class == "java.util.TreeMap"
     if sorted_ and not w.dialect.kryo5:
         w.out.append(_NULL)
     w.varint(len(pairs) + (1 if w.dialect.kryo5 else 0))
     if sorted_ and w.dialect.kryo5:
         w.out.append(_NULL)
+    key_arg, value_arg = _map_args(type_args)
     for key, item in pairs:
-        w.class_and_object(key)
-        w.class_and_object(item)
+        _write_map_part(w, key, key_arg)
+        _write_map_part(w, item, value_arg)
 
 
-def _write_as_list(w: Writer, java_class: str, value: Any) -> None:
+def _write_map_part(w: Writer, obj: Any, arg: TypeArgument | None) -> None:
+    if arg is None:
+        w.class_and_object(obj)
+    elif arg.value_class is None:
+        w.class_and_object(obj, arg.args)
+    else:
+        w.write_object(obj, arg.value_class, True, arg.args)
+
+
+def _write_as_list(w: Writer, java_class: str, value: Any, type_args: TypeArgs = ()) -> None:
     if w.dialect.kryo5:
-        _write_collection(w, java_class, value)
+        _write_collection(w, java_class, value, type_args)
         return
     component, items = value
     w.varint(len(items))
@@ -1132,9 +1231,9 @@ def _write_fields(w: Writer, java_class: str, values: Any) -> None:
         if field.primitive:
             _WRITERS[field.type_name](w, field.type_name, value)
         elif field.value_class is None:
-            w.class_and_object(value)
+            w.class_and_object(value, field.type_args)
         else:
-            w.write_object(value, field.value_class, True)
+            w.write_object(value, field.value_class, True, field.type_args)
 
 
 _WRITERS: dict[str, Callable[[Writer, str, Any], None]] = {
@@ -1171,6 +1270,14 @@ _WRITERS: dict[str, Callable[[Writer, str, Any], None]] = {
     "strings": _write_object_array,
     "objects": _write_object_array,
     "fields": _write_fields,
+}
+_GENERIC_WRITERS: dict[str, Callable[[Writer, str, Any, TypeArgs], None]] = {
+    "list": _write_collection,
+    "set": _write_collection,
+    "treeset": _write_collection,
+    "aslist": _write_as_list,
+    "map": _write_map,
+    "treemap": _write_map,
 }
 
 

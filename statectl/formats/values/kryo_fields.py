@@ -21,16 +21,24 @@ job's classes (a `ClassFinder`, no JVM). The rules, the same in Kryo 2.24 (Flink
 - Which serializer a class gets: FieldSerializer unless Kryo has a default for it
   (`Kryo.addDefaultSerializer`: collections, maps, `KryoSerializable`, enums…) or the class
   names one (`@DefaultSerializer`).
+- A field of a parameterized type hands its type arguments (`TypeArgument`) to the serializer
+  of its value: `CollectionSerializer` and `MapSerializer` then write an element, key or value
+  whose type argument is a final class by that class's serializer, without a class tag (and
+  Kryo 5 its collections with a has-null flag for a same-type flag). Kryo 2.24 passes the first
+  level only, each argument as a class (a parameterized one by its raw class, a wildcard as
+  `Object`: `FieldSerializerGenericsUtil.computeFieldGenerics`, `ObjectField.generics`,
+  `setGenerics`), to the field value's serializer alone. Kryo 5.6 passes the whole tree
+  (`Generics.GenericType`, a wildcard by its bound: `GenericsUtil.resolveType`) on the generics
+  stack: a collection's elements get its last argument's arguments, a map's keys and values
+  their own (`DefaultGenerics.nextGenericTypes`, `MapSerializer.write`).
 
 Refused (`Undecodable`, with the reason): a class or superclass the class path lacks (a JDK
 superclass such as `AbstractList`: its fields are not in the job's jar), a class implementing a
 JDK collection or map interface or `KryoSerializable`, Kryo annotations (`@DefaultSerializer`,
-`@Bind`, `@Optional`, `@NotNull`…), two fields of one name, a field whose type is a type
-variable or has type arguments Kryo would use (a final class as a collection's element type
-makes `CollectionSerializer` drop the elements' class tags: 2.24 `setGenerics`, 5.6
-`Generics.nextGenericTypes`), a field type whose finality is not known (a JDK class statectl
-does not list), and in Kryo 2 a `scala.Serializable` class with synthetic fields (chill's
-`KryoBase` keeps them).
+`@Bind`, `@Optional`, `@NotNull`…), two fields of one name, a field whose type is or has as an
+argument a type variable or an array of a parameterized type, a field type or type argument
+whose finality is not known (a JDK class statectl does not list), and in Kryo 2 a
+`scala.Serializable` class with synthetic fields (chill's `KryoBase` keeps them).
 """
 
 from __future__ import annotations
@@ -85,19 +93,36 @@ _SERIALIZER_INTERFACES = frozenset(
 _KRYO_ANNOTATIONS = "Lcom/esotericsoftware/kryo/"
 _SCALA_SERIALIZABLE = "scala.Serializable"
 _OBJECT = "java.lang.Object"
+_DESCRIPTORS = {
+    "byte": "B", "char": "C", "double": "D", "float": "F", "int": "I", "long": "J", "short": "S",
+    "boolean": "Z",
+}  # fmt: skip
 _ENUM = "java.lang.Enum"
+
+
+@dataclass(frozen=True, slots=True)
+class TypeArgument:
+    """A type argument Kryo hands a serializer: its class (`Class.getName()`), the class again
+    when Kryo takes it as final (`value_class`, written by its serializer without a class tag),
+    and its own type arguments (Kryo 5; none in Kryo 2, which passes one level)."""
+
+    java_class: str
+    value_class: str | None
+    args: tuple[TypeArgument, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class KryoField:
     """One field FieldSerializer writes: its name and declared type (`Class.getName()`), and
     how: `primitive` directly; else `value_class` (the declared type, when final) by its
-    serializer with a reference marker or null flag, or (None) a class tag, then the object."""
+    serializer with a reference marker or null flag, or (None) a class tag, then the object,
+    whose serializer gets the field's `type_args` (none for a type that is not parameterized)."""
 
     name: str
     type_name: str
     primitive: bool
     value_class: str | None
+    type_args: tuple[TypeArgument, ...] = ()
 
 
 class KryoClasses:
@@ -201,41 +226,67 @@ class KryoClasses:
             raise Undecodable(f"{where}: field {field.name}: {exc.message}") from None
         if type_name in PRIMITIVES:
             return KryoField(field.name, type_name, True, None)
+        type_args: tuple[TypeArgument, ...] = ()
         if field.signature is not None:
             try:
                 signature = parse_field_signature(field.signature)
             except FormatError as exc:
                 raise Undecodable(f"{where}: field {field.name}: {exc.message}") from None
-            if not self._plain(signature):
+            try:
+                type_args = self._field_arguments(signature)
+            except Undecodable as exc:
                 raise Undecodable(
-                    f"{where}: field {field.name} of generic type {field.signature}: Kryo "
-                    "passes its type arguments to the field's serializer (not supported)"
-                )
+                    f"{where}: field {field.name} of generic type {field.signature}: {exc.message}"
+                ) from None
         final = self.is_final(type_name)
         if final is None:
             raise Undecodable(
                 f"{where}: field {field.name} of {type_name}: whether the class is final "
                 "is not known (not on the class path)"
             )
-        return KryoField(field.name, type_name, False, type_name if final else None)
+        return KryoField(field.name, type_name, False, type_name if final else None, type_args)
 
-    def _plain(self, signature: TypeSignature) -> bool:
-        """A generic field type whose type arguments change nothing in Kryo's bytes: none is a
-        type variable, and each is a wildcard `?` or a class Kryo does not take as final."""
-        if signature.kind == "base":
-            return True
+    def _field_arguments(self, signature: TypeSignature) -> tuple[TypeArgument, ...]:
+        """The type arguments a field of this generic type hands its value's serializer."""
         if signature.kind == "array":
-            return self._plain(signature.args[0])
-        if signature.kind != "class":
-            return False
-        return all(self._open_argument(arg) for arg in signature.args)
+            component = signature.args[0]
+            if component.kind == "var" or component.args:
+                raise Undecodable("an array of a type variable or parameterized type")
+            return ()
+        if signature.kind == "var":
+            raise Undecodable("a type variable")
+        nested = self.kryo == 5  # Kryo 2 passes the first level only
+        return tuple(self._argument(arg, nested) for arg in signature.args)
 
-    def _open_argument(self, arg: TypeSignature) -> bool:
+    def _argument(self, arg: TypeSignature, nested: bool) -> TypeArgument:
+        """One type argument as Kryo resolves it: a wildcard as `Object` (Kryo 2) or by its
+        bound (Kryo 5, without the bound's own arguments), a parameterized type by its raw
+        class, an array of a plain class as that array class."""
+        args: tuple[TypeArgument, ...] = ()
         if arg.kind == "wildcard":
-            return arg.name == "*"
-        if arg.kind != "class":
-            return False
-        return self.is_final(arg.name) is False and all(map(self._open_argument, arg.args))
+            bound = arg.args[0] if arg.args and nested else None
+            name = _OBJECT if bound is None else self._class_name(bound)
+        else:
+            name = self._class_name(arg)
+            if nested and arg.kind == "class":
+                args = tuple(self._argument(a, nested) for a in arg.args)
+        final = self.is_final(name)
+        if final is None:
+            raise Undecodable(f"whether {name} is final is not known (not on the class path)")
+        return TypeArgument(name, name if final else None, args)
+
+    def _class_name(self, signature: TypeSignature) -> str:
+        """`Class.getName()` of a class or plain array type (its erasure)."""
+        if signature.kind == "class":
+            return signature.name
+        if signature.kind == "array":
+            component = signature.args[0]
+            if component.kind == "base":
+                return "[" + _DESCRIPTORS[component.name]
+            if component.kind == "array" or (component.kind == "class" and not component.args):
+                inner = self._class_name(component)
+                return "[" + (inner if inner.startswith("[") else f"L{inner};")
+        raise Undecodable("a type variable or an array of a parameterized type")
 
     def _hierarchy(self, java_class: str, where: str) -> list[ClassFile]:
         classes: list[ClassFile] = []

@@ -426,16 +426,40 @@ def test_user_enums_by_ordinal(tmp_path: Path) -> None:
             {
                 "p.X": class_bytes(
                     "p.X",
+                    fields=[field("a", "Ljava/util/List;", signature="Ljava/util/List<TT;>;")],
+                )
+            },
+            "generic type .*: a type variable",
+        ),
+        (
+            {
+                "p.X": class_bytes(
+                    "p.X",
                     fields=[
                         field(
                             "a",
                             "Ljava/util/List;",
-                            signature="Ljava/util/List<Ljava/lang/String;>;",
+                            signature="Ljava/util/List<[Ljava/util/List<Ljava/lang/String;>;>;",
                         )
                     ],
                 )
             },
-            "generic type",
+            "an array of a parameterized type",
+        ),
+        (
+            {
+                "p.X": class_bytes(
+                    "p.X",
+                    fields=[
+                        field(
+                            "a",
+                            "Ljava/util/List;",
+                            signature="Ljava/util/List<Ljava/time/Instant;>;",
+                        )
+                    ],
+                )
+            },
+            r"whether java\.time\.Instant is final is not known",
         ),
         (
             {"p.X": class_bytes("p.X", fields=[field("a", "Ljava/lang/Object;", signature="TT;")])},
@@ -496,3 +520,117 @@ def test_a_class_path_reaches_nested_snapshots(tmp_path: Path) -> None:
     nested = context.codec(kryo)
     assert isinstance(nested, KryoCodec) and nested.decode(hexbytes("57 01 04")).value == {"a": 2}
     assert not isinstance(codec_for(kryo, Context(2)), RawCodec)
+
+
+# --- fields of generic types: their type arguments reach the collection serializers --------------
+
+GENERIC_FIELDS = [
+    field("a", "Ljava/util/List;", signature="Ljava/util/List<Ljava/lang/String;>;"),
+    field("b", "Ljava/util/Map;", signature="Ljava/util/Map<Ljava/lang/String;Ljava/lang/Long;>;"),
+    field(
+        "c",
+        "Ljava/util/Map;",
+        signature="Ljava/util/Map<Ljava/lang/String;Ljava/util/List<Ljava/lang/Integer;>;>;",
+    ),
+]
+
+
+def test_generic_fields_write_final_elements_without_class_tags(tmp_path: Path) -> None:
+    """`List<String>`, `Map<String, Long>`, `Map<String, List<Integer>>`: elements, keys and
+    values of a final type argument by its serializer (reference marker or null flag, no class
+    tag) in both Kryo; Kryo 5 writes the list's has-null flag where the same-type flag was, and
+    also hands `Integer` down to the nested list (2.24 passes the first level only)."""
+    classes = {"p.G": class_bytes("p.G", fields=GENERIC_FIELDS)}
+    x = KryoObject("java.lang.String", "x")
+
+    def string(text: str) -> KryoObject:
+        return KryoObject("java.lang.String", text)
+
+    value = KryoObject(
+        "p.G",
+        {
+            "a": KryoObject("java.util.ArrayList", [x, None, x]),
+            "b": KryoObject(
+                "java.util.HashMap",
+                [(string("k"), KryoObject("java.lang.Long", 5)), (string("n"), None)],
+            ),
+            "c": KryoObject(
+                "java.util.HashMap",
+                [
+                    (
+                        string("g"),
+                        KryoObject("java.util.ArrayList", [KryoObject("java.lang.Integer", 1)]),
+                    )
+                ],
+            ),
+        },
+    )
+    array_list = hexbytes("01 00") + ascii_bytes("java.util.ArrayList")
+    hash_map = hexbytes("01 01") + ascii_bytes("java.util.HashMap")
+    kryo_2 = b"".join(
+        (
+            hexbytes("57 01"),  # p.G (id 85), a new object (0)
+            # a: ArrayList (tag), new (1), 3 elements by String's serializer: new (2) "x",
+            # null, a back-reference to object 2
+            array_list + hexbytes("01 | 03 | 01 82 78 | 00 | 04"),
+            # b: HashMap (tag), new (3), 2 entries: key "k" new (4), Long 5 behind its null
+            # flag; key "n" new (5), null
+            hash_map + hexbytes("01 | 02 | 01 82 6b 01 0a | 01 82 6e 00"),
+            # c: HashMap (its name again), new (6), 1 entry: "g" new (7), the value a List
+            # (not final: tagged), new (8), its Integer element tagged (id 0)
+            hexbytes("01 01 | 01 | 01 | 01 82 67 | 01 00 01 | 01 | 02 02"),
+        )
+    )
+    kryo_5 = b"".join(
+        (
+            hexbytes("57 01"),
+            # a: length + 1 = 4 flagged "has a null" (not "one class"), no element class tag
+            array_list + hexbytes("01 | 84 | 01 82 78 | 00 | 04"),
+            hash_map + hexbytes("01 | 03 | 01 82 6b 01 0a | 01 82 6e 00"),
+            # c: the nested List gets Integer: no null (flag off), the element untagged
+            hexbytes("01 01 | 01 | 02 | 01 82 67 | 01 00 01 | 02 | 02"),
+        )
+    )
+    for kryo, data in ((2, kryo_2), (5, kryo_5)):
+        codec = kryo_codec("p.G", kryo, classes, tmp_path)
+        assert codec.encode(value).hex(" ") == data.hex(" "), kryo
+        decoded = codec.decode(data)
+        assert decoded == value
+        assert decoded.value["a"].value[0] is decoded.value["a"].value[2]
+        assert codec.encode(decoded) == data
+        assert codec.to_json(decoded) == {"a": ["x", None, "x"], "b": {"k": 5, "n": None}, "c": {"g": [1]}}  # fmt: skip
+    old = kryo_codec("p.G", 2, classes, tmp_path)
+    new = kryo_codec("p.G", 5, classes, tmp_path)
+    assert new.encode(old.decode(kryo_2)) == kryo_5  # what `upgrade` writes
+
+
+@pytest.mark.parametrize(
+    ("signature", "kryo", "element", "final"),
+    [
+        ("Ljava/util/List<+Ljava/lang/String;>;", 2, "java.lang.Object", False),
+        ("Ljava/util/List<+Ljava/lang/String;>;", 5, "java.lang.String", True),
+        ("Ljava/util/List<-Ljava/lang/String;>;", 5, "java.lang.String", True),
+        ("Ljava/util/List<*>;", 5, "java.lang.Object", False),
+        ("Ljava/util/List<[Ljava/lang/String;>;", 2, "[Ljava.lang.String;", True),
+        ("Ljava/util/List<[[I>;", 5, "[[I", True),
+        ("Ljava/util/List<Ljava/util/List<Ljava/lang/String;>;>;", 2, "java.util.List", False),
+    ],
+)
+def test_type_arguments_as_each_kryo_resolves_them(
+    signature: str, kryo: int, element: str, final: bool, tmp_path: Path
+) -> None:
+    classes = {"p.G": class_bytes("p.G", fields=[field("a", "Ljava/util/List;", signature=signature)])}  # fmt: skip
+    codec = kryo_codec("p.G", kryo, classes, tmp_path)
+    assert codec.registry.classes is not None
+    ((only,),) = [f.type_args for f in codec.registry.classes.layout("p.G")]
+    assert (only.java_class, only.value_class is not None) == (element, final)
+
+
+def test_nested_type_arguments_only_in_kryo_5(tmp_path: Path) -> None:
+    signature = "Ljava/util/List<Ljava/util/List<Ljava/lang/String;>;>;"
+    classes = {"p.G": class_bytes("p.G", fields=[field("a", "Ljava/util/List;", signature=signature)])}  # fmt: skip
+    for kryo, nested in ((2, ()), (5, ("java.lang.String",))):
+        codec = kryo_codec("p.G", kryo, classes, tmp_path)
+        assert codec.registry.classes is not None
+        ((outer,),) = [f.type_args for f in codec.registry.classes.layout("p.G")]
+        assert tuple(a.java_class for a in outer.args) == nested
