@@ -944,10 +944,11 @@ def truth_for(kind: str) -> str:
 
 def write_values(
     version: str, out_root: str | Path, kinds: tuple[str, ...] | list[str] = VALUES_KINDS, *,
-    echo: bool = False,
+    echo: bool = False, extra: tuple[str, ...] = (),
 ) -> dict[str, Path]:  # fmt: skip
     """Runs the values job on Flink `version` in one JVM and writes out_root/<version>-<kind>/
-    {savepoint/, truth.jsonl, manifest.json} per kind; returns kind -> that directory."""
+    {savepoint/, truth.jsonl, manifest.json} per kind; returns kind -> that directory. `extra`:
+    states of the job's `States.EXTRA` it registers too (`kryo-generic`)."""
     unknown = set(kinds) - set(VALUES_KINDS) - set(VALUES_CHECKPOINT_KINDS)
     if unknown:
         raise ValueError(f"unknown kinds {sorted(unknown)}; known: {VALUES_KINDS + VALUES_CHECKPOINT_KINDS}")  # fmt: skip
@@ -958,6 +959,7 @@ def write_values(
         version,
         str(VALUES_PARALLELISM),
         str(VALUES_MAX_PARALLELISM),
+        *(f"--extra={name}" for name in extra),
         *kinds,
     ]
     _run_values(VALUES_JOB_MAIN, args, version=version, timeout=600, echo=echo)
@@ -969,8 +971,9 @@ def write_values(
 
 
 def values_savepoints(
-    version: str = FLINK_VERSION, kinds: tuple[str, ...] | list[str] = VALUES_KINDS
-) -> dict[str, Path]:
+    version: str = FLINK_VERSION, kinds: tuple[str, ...] | list[str] = VALUES_KINDS,
+    extra: tuple[str, ...] = (),
+) -> dict[str, Path]:  # fmt: skip
     """The values job's savepoints written by Flink `version`, cached under
     .cache/flink/values-savepoints-<version>-<hash of the sources>/<version>-<kind>/ (one JVM for
     whatever is missing). Returns kind -> that directory: `savepoint/` (the savepoint),
@@ -978,8 +981,12 @@ def values_savepoints(
     `truth_for`) and `manifest.json`. The two RocksDB kinds are always written together. The
     VALUES_CHECKPOINT_KINDS have `checkpoint/` (a retained checkpoint; `snapshot_path` gives its
     chk-N, `checkpoint_in_place` puts it back where its `_metadata` was written) and `twin/`
-    instead of `savepoint/`."""
-    root = CACHE / compile_values(version).name.replace("values-classes-", "values-savepoints-")
+    instead of `savepoint/`. `extra`: the job with these states of `States.EXTRA` too, cached
+    apart (`values-savepoints-<version>-<hash>+<name>…`)."""
+    root = CACHE / (
+        compile_values(version).name.replace("values-classes-", "values-savepoints-")
+        + "".join(f"+{name}" for name in extra)
+    )
     dirs = {kind: root / f"{version}-{kind}" for kind in kinds}
 
     def missing() -> list[str]:
@@ -989,13 +996,13 @@ def values_savepoints(
         return [k for k in VALUES_KINDS + VALUES_CHECKPOINT_KINDS if k in todo]
 
     if missing():
-        with _lock(f"values-savepoints-{version}"):
+        with _lock(f"values-savepoints-{version}{''.join(extra)}"):
             todo = missing()
             if todo:
                 root.mkdir(parents=True, exist_ok=True)
                 staging = Path(tempfile.mkdtemp(prefix=".values-", dir=root))
                 try:
-                    for d in write_values(version, staging, todo).values():
+                    for d in write_values(version, staging, todo, extra=extra).values():
                         shutil.rmtree(root / d.name, ignore_errors=True)
                         os.replace(d, root / d.name)
                 finally:
@@ -1079,7 +1086,7 @@ def regenerate_values(
 # original job).
 VALUES_RESTORE_FIELDS = (
     "savepoint", "out", "backend", "parallelism", "max_parallelism", "allow_non_restored",
-    "ttl_on", "ttl_off", "rename", "drop", "drop_operators",
+    "ttl_on", "ttl_off", "rename", "drop", "drop_operators", "extra",
 )  # fmt: skip
 
 
@@ -1094,7 +1101,8 @@ def restore_values(version: str, requests: list[dict[str, Any]]) -> list[dict[st
     (states registered with TTL although the job has none), `ttl_off` (TTL states registered
     without), `rename` ({name in the savepoint: name the job registers}), `drop` (states not
     registered), `drop_operators` (`window` / `opstate`: operators left out of the job, their
-    state not restored; needs allow_non_restored). One result per request: {ok, error (None, or the exception chain "Class:
+    state not restored; needs allow_non_restored), `extra` (states of the job's `States.EXTRA`
+    registered too, e.g. `kryo-generic`). One result per request: {ok, error (None, or the exception chain "Class:
     message | caused by ..."), savepoint (the new savepoint dir), dump (its dump.jsonl), lines
     (the dump's lines, parsed; None when not ok), unreachable ([[state, key], ...]: keys getKeys
     lists under a registered keyed state of `values` that read as nothing after setCurrentKey),

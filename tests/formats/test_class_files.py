@@ -217,6 +217,19 @@ def test_a_class_javac_wrote(_: None, tmp_path: Path) -> None:
         )
         dog = [c.name for c in path.hierarchy("statectl.values.Model$Dog")]
         assert dog == ["statectl.values.Model$Dog", "statectl.values.Model$Animal"]
+        tagged = {f.name: f for f in path.load("statectl.values.Model$Tagged").fields}
+        assert tagged["groups"].signature is not None
+        assert parse_field_signature(tagged["groups"].signature) == TypeSignature(
+            "class",
+            "java.util.Map",
+            (
+                TypeSignature("class", "java.lang.String"),
+                TypeSignature(
+                    "class", "java.util.List", (TypeSignature("class", "java.lang.Integer"),)
+                ),
+            ),
+        )
+        assert tagged["numbers"].signature == "Ljava/util/List<+Ljava/lang/Number;>;"
 
 
 # --- built class files ---------------------------------------------------------------------------

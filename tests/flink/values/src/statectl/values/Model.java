@@ -162,6 +162,85 @@ public final class Model {
         }
     }
 
+    /**
+     * No default constructor, fields of generic collection types: Kryo's FieldSerializer hands
+     * their type arguments to CollectionSerializer and MapSerializer, which then write the
+     * elements of a final class (String, Long, Integer, Color) without class tags; Kryo 5 also
+     * those of the nested List of {@code groups} and {@code rows}, and writes them otherwise than
+     * Kryo 2. The state {@code kryo-generic} ({@link States#EXTRA}).
+     */
+    public static final class Tagged {
+        private final String name;
+        private final List<String> tags;
+        private final Map<String, Long> counts;
+        private final Set<Integer> ids;
+        private final Map<String, List<Integer>> groups;
+        private final List<List<String>> rows;
+        private final List<Color> colors;
+        private final java.util.TreeMap<String, Long> sorted;
+        private final List<? extends Number> numbers;
+
+        public Tagged(String name, List<String> tags, Map<String, Long> counts, Set<Integer> ids,
+                Map<String, List<Integer>> groups, List<List<String>> rows, List<Color> colors,
+                java.util.TreeMap<String, Long> sorted, List<? extends Number> numbers) {
+            this.name = name;
+            this.tags = tags;
+            this.counts = counts;
+            this.ids = ids;
+            this.groups = groups;
+            this.rows = rows;
+            this.colors = colors;
+            this.sorted = sorted;
+            this.numbers = numbers;
+        }
+
+        @Override
+        public String toString() {
+            return "Tagged(" + name + ")";
+        }
+    }
+
+    /** The {@code kryo-generic} value of key i after round n: nulls, empty and shared elements. */
+    public static Tagged tagged(int i, long n) {
+        List<String> tags = i % 5 == 4 ? null : new ArrayList<>();
+        if (tags != null && i % 5 != 3) {
+            String shared = "shared-" + i; // one object twice: a back-reference
+            tags.add("t" + i);
+            tags.add(shared);
+            tags.add(shared);
+            tags.add(KEYS[i]);
+            if (i % 2 == 0) {
+                tags.add(null);
+            }
+        }
+        Map<String, Long> counts = new java.util.HashMap<>();
+        counts.put("a" + i, i * 1000L + n);
+        counts.put("min", Long.MIN_VALUE);
+        if (i % 3 == 0) {
+            counts.put("none", null);
+        }
+        Set<Integer> ids = new java.util.HashSet<>(List.of(i, -i - 1, 1000 + i));
+        if (i % 4 == 1) {
+            ids.add(null);
+        }
+        Map<String, List<Integer>> groups = new java.util.HashMap<>();
+        List<Integer> group = new ArrayList<>(List.of(i, 2 * i));
+        if (i % 3 == 1) {
+            group.add(null);
+        }
+        groups.put("g" + i, group);
+        groups.put("empty", new ArrayList<>());
+        List<List<String>> rows = i % 6 == 5 ? null
+                : new ArrayList<>(List.of(new ArrayList<>(List.of("r" + n, KEYS[i])), new ArrayList<>()));
+        List<Color> colors = new ArrayList<>(List.of(Color.RED, Color.values()[i % Color.values().length]));
+        if (i % 2 == 1) {
+            colors.add(null);
+        }
+        java.util.TreeMap<String, Long> sorted = new java.util.TreeMap<>(Map.of("z", (long) i, "a", n));
+        List<Long> numbers = new ArrayList<>(List.of((long) i, -n));
+        return new Tagged(i % 7 == 6 ? null : "tagged-" + i, tags, counts, ids, groups, rows, colors, sorted, numbers);
+    }
+
     // ------------------------------------------------------------------ shims 1.x / 2.x
 
     /** A TTL config with a 10-year TTL (nothing expires), no cleanupFullSnapshot. */

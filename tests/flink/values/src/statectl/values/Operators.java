@@ -77,6 +77,8 @@ public final class Operators {
      * original job; cleared by {@link #reset}.
      */
     public static final Set<String> dropOperators = ConcurrentHashMap.newKeySet();
+    /** States of {@link States#EXTRA} registered in this run; cleared by {@link #reset}. */
+    public static final Set<String> extra = ConcurrentHashMap.newKeySet();
 
     /**
      * Restore mode only (set by ValuesRestore after {@link #reset}; off in the write mode): each
@@ -105,6 +107,7 @@ public final class Operators {
         rename.clear();
         drop.clear();
         dropOperators.clear();
+        extra.clear();
         checkReachable = false;
         unreachable.clear();
         misplaced.clear();
@@ -201,7 +204,7 @@ public final class Operators {
             super.initializeState(context);
             registered = new LinkedHashMap<>();
             values = new LinkedHashMap<>();
-            for (States.ValueDef d : States.VALUES) {
+            for (States.ValueDef d : States.active()) {
                 ValueState<Object> state = register(d.name, false,
                         name -> new ValueStateDescriptor<>(name, (TypeInformation<Object>) d.type));
                 if (state != null) {
@@ -331,7 +334,7 @@ public final class Operators {
             int i = e.f1;
             long seq = e.f2;
             long n = seq / Model.KEYS.length;
-            for (States.ValueDef d : States.VALUES) {
+            for (States.ValueDef d : States.active()) {
                 Object v = d.value.apply(i, n);
                 if (v != null && values.containsKey(d.name)) { // not when dropped (a checkpoint kind)
                     values.get(d.name).update(v);

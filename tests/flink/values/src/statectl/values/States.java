@@ -54,6 +54,23 @@ public final class States {
     }
 
     public static final List<ValueDef> VALUES = new ArrayList<>();
+    /**
+     * VALUE states the job registers only when asked ({@code Operators.extra}: the write mode's
+     * {@code --extra=NAME}, a restore request's {@code extra}), so that the committed fixtures
+     * stay as they are.
+     */
+    public static final Map<String, ValueDef> EXTRA = new LinkedHashMap<>();
+
+    /** The VALUE states of this run: VALUES, then the EXTRA ones {@code Operators.extra} names. */
+    public static List<ValueDef> active() {
+        List<ValueDef> active = new ArrayList<>(VALUES);
+        for (ValueDef d : EXTRA.values()) {
+            if (Operators.extra.contains(d.name)) {
+                active.add(d);
+            }
+        }
+        return active;
+    }
 
     private static void v(String name, String java, TypeInformation<?> type, BiFunction<Integer, Long, Object> value) {
         VALUES.add(new ValueDef(name, java, type, value));
@@ -211,6 +228,10 @@ public final class States {
         });
         v("kryo-object", "Object holding a String or a Long (GenericTypeInfo<Object>: Kryo)", new GenericTypeInfo<>(Object.class),
                 (i, n) -> i % 2 == 0 ? "obj-" + i : (Object) (i * 1000L));
+        ValueDef generic = new ValueDef("kryo-generic",
+                "Tagged, no default constructor, generic collection fields (GenericTypeInfo: Kryo FieldSerializer)",
+                new GenericTypeInfo<>(Model.Tagged.class), Model::tagged);
+        EXTRA.put(generic.name, generic);
         v("kryo-custom", "Opaque, no default constructor (GenericTypeInfo: Kryo FieldSerializer)", new GenericTypeInfo<>(Opaque.class),
                 (i, n) -> new Opaque("o" + i, i % 3 == 0 ? null : (long) i, new int[] {i, i + 1}));
     }

@@ -45,7 +45,8 @@ import java.util.stream.Stream;
  *                    ─keyBy(String)→ window (tumbling 1 h event time, aggregate; no watermark: all pending)
  * </pre>
  *
- * <p>{@code ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...}: kinds
+ * <p>{@code ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> [--extra=NAME]... <kind>...}
+ * ({@code --extra}: the job registers the state NAME of {@link States#EXTRA} too): kinds
  * {@code hashmap-canonical}, {@code rocksdb-canonical}, {@code rocksdb-native},
  * {@code hashmap-checkpoint}, {@code hashmap-checkpoint-compressed}. One job on the hashmap backend
  * (its CANONICAL savepoint), one on RocksDB (incremental) whose CANONICAL savepoint is taken right
@@ -75,6 +76,8 @@ public final class ValuesJob {
      * snapshot does not register. Not registered by the job of {@code hashmap-checkpoint-readable}.
      */
     static final List<String> UNDELIMITED = Arrays.asList("kryo-custom", "pojo-subclass-unregistered");
+    /** States of {@link States#EXTRA} the write mode registers ({@code --extra=NAME}). */
+    static final List<String> EXTRA = new ArrayList<>();
     static final List<String> CHECKPOINT_KINDS = Arrays.asList("hashmap-checkpoint", "hashmap-checkpoint-compressed",
             "hashmap-checkpoint-readable");
 
@@ -85,7 +88,7 @@ public final class ValuesJob {
             System.exit(0);
         }
         if (args.length < 5 || !args[0].equals("write")) {
-            System.err.println("usage: ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> <kind>...\n"
+            System.err.println("usage: ValuesJob write <out_root> <prefix> <parallelism> <max_parallelism> [--extra=NAME]... <kind>...\n"
                     + "       ValuesJob restore <requests.json> <results.json>");
             System.exit(2);
         }
@@ -93,7 +96,18 @@ public final class ValuesJob {
         String prefix = args[2];
         int parallelism = Integer.parseInt(args[3]);
         int maxParallelism = Integer.parseInt(args[4]);
-        List<String> kinds = Arrays.asList(args).subList(5, args.length);
+        List<String> kinds = new ArrayList<>();
+        for (String arg : Arrays.asList(args).subList(5, args.length)) {
+            if (arg.startsWith("--extra=")) {
+                String name = arg.substring("--extra=".length());
+                if (!States.EXTRA.containsKey(name)) {
+                    throw new IllegalArgumentException("unknown extra state " + name + "; known: " + States.EXTRA.keySet());
+                }
+                EXTRA.add(name);
+            } else {
+                kinds.add(arg);
+            }
+        }
         for (String kind : kinds) {
             if (!Arrays.asList("hashmap-canonical", "rocksdb-canonical", "rocksdb-native").contains(kind)
                     && !CHECKPOINT_KINDS.contains(kind)) {
@@ -243,7 +257,11 @@ public final class ValuesJob {
             op.put("uid", uid);
             op.put("id", Model.operatorId(uid));
             List<Map<String, Object>> states = new ArrayList<>();
-            for (String[] s : States.ALL.getOrDefault(uid, List.of())) {
+            List<String[]> all = new ArrayList<>(States.ALL.getOrDefault(uid, List.of()));
+            if (uid.equals("values")) {
+                EXTRA.forEach(name -> all.add(new String[] {name, "VALUE", States.EXTRA.get(name).java}));
+            }
+            for (String[] s : all) {
                 Map<String, Object> state = new LinkedHashMap<>();
                 state.put("name", s[0]);
                 state.put("kind", s[1]);
@@ -333,6 +351,7 @@ public final class ValuesJob {
             List<String> formats, Path work, boolean compression, List<String> drop) throws Exception {
         Operators.reset();
         Operators.drop.addAll(drop);
+        Operators.extra.addAll(EXTRA);
         JobGraph job = buildJob(config(backend, parallelism, maxParallelism, work.resolve("checkpoints"), compression));
         JobID jobId = job.getJobID();
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);

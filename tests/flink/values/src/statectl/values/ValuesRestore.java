@@ -42,7 +42,8 @@ import java.util.Set;
  * <p>Request: {"savepoint": dir, "out": dir, "backend": "hashmap"|"rocksdb"|null (null: rocksdb
  * when the savepoint has RocksDB native handles), "parallelism": 2, "max_parallelism": 128,
  * "allow_non_restored": false, "ttl_on": [name], "ttl_off": [name], "rename": {old: new}, "drop":
- * [name], "drop_operators": [uid] (window / opstate left out of the job)}. Result (a JSON list,
+ * [name], "drop_operators": [uid] (window / opstate left out of the job), "extra": [name] (states of
+ * {@link States#EXTRA} registered too)}. Result (a JSON list,
  * one per request, in order): {"ok", "error" (null, or the exception
  * chain "Class: message | caused by Class: message ..."), "savepoint" (the new savepoint dir),
  * "dump" (out/dump.jsonl), "lines" (its line count), "unreachable" ([[state, key], ...]: keys that
@@ -57,7 +58,7 @@ public final class ValuesRestore {
 
     static final List<String> BACKENDS = Arrays.asList("hashmap", "rocksdb");
     static final Set<String> FIELDS = new LinkedHashSet<>(Arrays.asList("savepoint", "out", "backend", "parallelism",
-            "max_parallelism", "allow_non_restored", "ttl_on", "ttl_off", "rename", "drop", "drop_operators"));
+            "max_parallelism", "allow_non_restored", "ttl_on", "ttl_off", "rename", "drop", "drop_operators", "extra"));
     /** The operators a request may leave out of the job (`drop_operators`). */
     static final Set<String> DROPPABLE_OPERATORS = new LinkedHashSet<>(Arrays.asList("window", "opstate"));
     /** The keyed states of `values` the overrides may name (timers are not descriptors). */
@@ -86,6 +87,7 @@ public final class ValuesRestore {
         Map<String, String> rename = new LinkedHashMap<>();
         Set<String> drop = new LinkedHashSet<>();
         Set<String> dropOperators = new LinkedHashSet<>();
+        Set<String> extra = new LinkedHashSet<>();
     }
 
     public static void main(Path requestsFile, Path resultsFile) throws Exception {
@@ -161,6 +163,14 @@ public final class ValuesRestore {
                 r.dropOperators.add(uid.asText());
             }
         }
+        if (n.hasNonNull("extra")) {
+            for (JsonNode name : n.get("extra")) {
+                if (!States.EXTRA.containsKey(name.asText())) {
+                    throw new IllegalArgumentException("extra: " + name.asText() + " not in " + States.EXTRA.keySet());
+                }
+                r.extra.add(name.asText());
+            }
+        }
         if (n.hasNonNull("rename")) {
             for (Iterator<Map.Entry<String, JsonNode>> it = n.get("rename").fields(); it.hasNext(); ) {
                 Map.Entry<String, JsonNode> e = it.next();
@@ -218,6 +228,7 @@ public final class ValuesRestore {
         Operators.rename.putAll(r.rename);
         Operators.drop.addAll(r.drop);
         Operators.dropOperators.addAll(r.dropOperators);
+        Operators.extra.addAll(r.extra);
         Operators.checkReachable = true;
         JobGraph job = ValuesJob.buildJob(conf, false);
         SavepointRestoreSettings settings = SavepointRestoreSettings.fromConfiguration(conf);
