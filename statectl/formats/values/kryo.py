@@ -22,7 +22,11 @@ enums, primitive, String and object arrays, the `java.util` lists, sets and maps
 `Arrays$ArrayList` and the `Collections` empty and singleton ones. A class of the user's own
 (`FieldSerializer`) and a user enum decode only with the job's classes (`Context.classpath`,
 read by `kryo_fields` from the class files): the object's value is then a dict of field name →
-value (primitive fields as Python scalars, the others as Kryo objects). Anything else (a user
+value (primitive fields as Python scalars, the others as Kryo objects). A field of a generic type
+hands its type arguments to the serializer of its value (`TypeArgs`): `CollectionSerializer` and
+`MapSerializer` write the elements, keys and values of a final type argument by its serializer,
+untagged (2.24 `setGenerics`; 5.6 `Generics.nextGenericClass/nextGenericTypes`, which also
+hand them on to nested collections). Anything else (a user
 class without the class path, a registered serializer) is `Undecodable`: its bytes cannot be
 split without the class.
 
