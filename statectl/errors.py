@@ -42,3 +42,8 @@ class UnsupportedError(StatectlError):
 
 class SavepointError(StatectlError):
     """A savepoint directory that is incomplete: missing `_metadata`, missing state files."""
+
+
+class SparkError(StatectlError):
+    """Spark failed: its JVM did not start or died, or a job failed. Not the input's fault, but
+    told as one line too, with what to change (`--conf spark.driver.memory=...`)."""

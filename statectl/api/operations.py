@@ -347,13 +347,15 @@ def transform(
     sql: str | None = None,
     python: str | Callable[[Any], Any] | None = None,
     master: str = LOCAL_MASTER,
+    spark_conf: Mapping[str, str] | None = None,
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
 ) -> MigrationReport:
     """Keyed state `state` of `operator` edited as its table (`State.to_arrow()`'s columns)
     and written back (`statectl transform`): by Spark SQL over the view `state` (`sql`, in the
-    active SparkSession or one of `master`; the table is read here and handed to Spark), or by
+    active SparkSession or one of `master` and `spark_conf`; the table is read here and handed
+    to Spark), or by
     a Python function over its Arrow record batches (`python`: a callable or
     `"module:function"` returning a batch, a table or None). The result's rows are the
     state's entries: rows left out are removed, new keys land in their key group. The rest of
@@ -367,7 +369,7 @@ def transform(
     if sql is not None:
         from statectl.execution.spark import sql_over_table
 
-        table = sql_over_table(target.to_arrow(), sql, SQL_VIEW, master)
+        table = sql_over_table(target.to_arrow(), sql, SQL_VIEW, master, spark_conf)
     else:
         from statectl.operations.transform import apply_function, load_function
 

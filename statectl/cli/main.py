@@ -1,7 +1,8 @@
 """The `statectl` command: global options, error reporting and the sub-commands.
 
 Errors are one line on stderr (`statectl: error: <file>: <what is wrong>`) with exit code 1;
-usage errors exit 2 (click's convention); `--debug` shows the traceback instead.
+usage errors exit 2 (click's convention); `--debug` shows the traceback instead, and the log
+records of statectl and the libraries it uses (Spark's JVM output whole among them).
 Sub-command modules declare their options at module level but import the operations they run
 inside the command function: `--help` loads no operation, and a command only what it runs
 (tests/cli/test_import_cost.py).
@@ -10,6 +11,7 @@ inside the command function: `--help` loads no operation, and a command only wha
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -92,6 +94,15 @@ def _global_options(
 ) -> None:
     global _debug
     _debug = debug
+    _configure_logging(debug)
+
+
+def _configure_logging(debug: bool) -> None:
+    """Python log records show with `--debug` only: an error is one line otherwise, and the
+    libraries log theirs as well (py4j logs a dead JVM's broken connection at ERROR, with a
+    traceback). statectl's DEBUG records say to copy Spark's JVM output whole."""
+    logging.getLogger().setLevel(logging.WARNING if debug else logging.CRITICAL)
+    logging.getLogger("statectl").setLevel(logging.DEBUG if debug else logging.NOTSET)
 
 
 app.command("inspect", no_args_is_help=True, cls=_Command)(inspect_cmd.inspect)

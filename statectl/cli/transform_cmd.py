@@ -14,7 +14,9 @@ from statectl.cli.options import (
     MasterOption,
     OverwriteOption,
     SourceArgument,
+    SparkConfOption,
     StorageOptionFlags,
+    parse_spark_conf,
     parse_storage_options,
 )
 
@@ -38,6 +40,7 @@ def transform_command(
         ),
     ] = None,
     master: MasterOption = "local[*]",
+    conf: SparkConfOption = None,
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
@@ -66,6 +69,7 @@ def transform_command(
     if (sql is None) == (python is None):
         raise typer.BadParameter("give exactly one of them", param_hint="'--sql' / '--python'")
     options = parse_storage_options(storage_option)
+    spark_conf = parse_spark_conf(conf)
     savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
     output.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(json_output)
@@ -78,6 +82,7 @@ def transform_command(
             sql=sql,
             python=python,
             master=master,
+            spark_conf=spark_conf,
             overwrite=overwrite,
             storage_options=options,
             progress=progress.update,

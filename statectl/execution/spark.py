@@ -34,11 +34,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl import errors
 from statectl.execution.engine import SortKey, Work, total_work
+from statectl.execution.spark_failures import (
+    DID_NOT_START,
+    JOB_FAILED,
+    JVM_OPTIONS,
+    jvm_death,
+    launch_jvm,
+    quiet_query_logs,
+    reports_failures,
+)
 from statectl.progress import Progress, ProgressCallback, finished
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from py4j.java_gateway import JavaGateway
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
 
@@ -62,6 +70,7 @@ def spark_session(
     """The active SparkSession, or a new one; flags win over spark-defaults.conf."""
     from pyspark.sql import SparkSession
 
+    quiet_query_logs()
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
@@ -77,10 +86,18 @@ def spark_context(
 
     active = SparkContext._active_spark_context
     if active is not None:
+        died = jvm_death()  # a context whose JVM is gone would answer no call
+        if died is not None:
+            raise died
         return active
     log_config = Path(__file__).with_name("log4j2.properties")
-    java_options = f"-Dlog4j2.configurationFile={log_config.as_uri()} -XX:TieredStopAtLevel=1"
-    settings = {**_QUIET_CONF, "spark.driver.extraJavaOptions": java_options, **(conf or {})}
+    java_options = (
+        f"-Dlog4j2.configurationFile={log_config.as_uri()} -XX:TieredStopAtLevel=1 {JVM_OPTIONS}"
+    )
+    settings = {**_QUIET_CONF, **(conf or {})}
+    # The caller's JVM options come after ours (a later one wins), not instead of them.
+    extra_options = settings.get("spark.driver.extraJavaOptions")
+    settings["spark.driver.extraJavaOptions"] = f"{java_options} {extra_options or ''}".strip()
     if master.startswith("local"):
         # An embedded session talks to nothing but itself, and its Python workers must see
         # the driver's packages: PySpark otherwise starts whatever `python3` is on PATH.
@@ -93,42 +110,19 @@ def spark_context(
     for key, value in settings.items():
         spark_conf.set(key, value)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    with SparkContext._lock:  # getOrCreate's, over a JVM launched by `_launch_jvm`
-        context = SparkContext._active_spark_context or SparkContext(
-            conf=spark_conf, gateway=None if SparkContext._gateway else _launch_jvm(spark_conf)
-        )
+    with SparkContext._lock:  # getOrCreate's, over a JVM launched by `launch_jvm`
+        context = SparkContext._active_spark_context or _new_context(spark_conf)
     context.setLogLevel("WARN")
     if not master.startswith("local"):
         _ship_package(context)
     return context
 
 
-# Printed by the JVM itself at start-up (so no logging setting hides it): Spark's launcher
-# always adds `--add-modules=jdk.incubator.vector` (JavaModuleOptions, Spark 4).
-_INCUBATOR_WARNING = b"WARNING: Using incubator modules: jdk.incubator.vector"
+@reports_failures(DID_NOT_START)
+def _new_context(conf: SparkConf) -> SparkContext:
+    from pyspark import SparkContext
 
-
-def _launch_jvm(conf: SparkConf) -> JavaGateway:
-    """pyspark's gateway JVM, its stderr (and its Python workers') copied to ours but for the
-    incubator warning. The pipe is read before the launch: a JVM that fails to start says why."""
-    from pyspark.java_gateway import launch_gateway
-
-    read_end, write_end = os.pipe()
-    threading.Thread(
-        target=_forward_stderr, args=(read_end,), name="statectl-jvm-stderr", daemon=True
-    ).start()
-    try:
-        return launch_gateway(conf, popen_kwargs={"stderr": write_end})  # type: ignore[no-untyped-call]
-    finally:
-        os.close(write_end)  # the JVM holds its own copy; the copy ends when it exits
-
-
-def _forward_stderr(read_end: int) -> None:
-    with os.fdopen(read_end, "rb") as jvm, os.fdopen(os.dup(2), "wb") as stderr:
-        for line in jvm:
-            if line.rstrip(b"\r\n") != _INCUBATOR_WARNING:
-                stderr.write(line)
-                stderr.flush()
+    return SparkContext(conf=conf, gateway=None if SparkContext._gateway else launch_jvm(conf))
 
 
 def _context_running() -> bool:
@@ -223,6 +217,7 @@ class SparkEngine:
                 os.kill(pid, signal.SIGTERM)
         self._starting.join(timeout=10)
 
+    @reports_failures(DID_NOT_START)
     def start(self) -> None:
         if self._starting is not None:
             self._starting.join()
@@ -231,6 +226,7 @@ class SparkEngine:
                 raise self._start_errors.pop()
         spark_context(self.master, dict(self.conf))
 
+    @reports_failures(JOB_FAILED)
     def run(
         self,
         tasks: Sequence[T],
@@ -288,6 +284,7 @@ class SparkEngine:
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         return [result for results in self.run(tasks, fn) for result in results]
 
+    @reports_failures(JOB_FAILED)
     def group_reduce(
         self,
         tasks: Sequence[T],
@@ -315,6 +312,7 @@ class SparkEngine:
         _name_job(context, f"group {len(tasks)} tasks")
         return raise_failures(collect(rdd.groupByKey().map(reduced)))
 
+    @reports_failures(JOB_FAILED)
     def sort_partitions(
         self,
         sources: Sequence[T],
@@ -485,21 +483,22 @@ def task_error(exc: BaseException) -> Exception | None:
     return RuntimeError(f"a Spark task failed: {kind}: {message}")
 
 
+@reports_failures("the SQL query failed")
 def sql_over_table(
-    table: pa.Table, query: str, view: str, master: str = DEFAULT_MASTER
+    table: pa.Table,
+    query: str,
+    view: str,
+    master: str = DEFAULT_MASTER,
+    conf: Mapping[str, str] | None = None,
 ) -> pa.Table:
     """`query` over `table` registered as the temporary view `view` in the active session (or
-    one of `master`), collected as Arrow. Spark holds timestamps in microseconds and no Arrow
-    extension types: the table is cast to what it takes first (the caller casts back)."""
-    from pyspark.errors import PySparkException
-
-    spark = spark_session(master)
+    one of `master` and `conf`), collected as Arrow. Spark holds timestamps in microseconds and
+    no Arrow extension types: the table is cast to what it takes first (the caller casts back).
+    A query that fails is one line, as bad input is."""
+    spark = spark_session(master, conf)
     frame = spark.createDataFrame(table.cast(spark_arrow_schema(table.schema)))
     frame.createOrReplaceTempView(view)
-    try:
-        return spark.sql(query).toArrow()
-    except PySparkException as exc:  # the query's own fault: one line, as bad input is
-        raise errors.StatectlError(f"the SQL query failed: {errors.one_line(str(exc))}") from None
+    return spark.sql(query).toArrow()
 
 
 def spark_arrow_type(arrow: pa.DataType) -> pa.DataType:
