@@ -241,7 +241,10 @@ def java_message(text: str) -> str:
         lines.append(line.strip())
     message = re.sub(r"^org\.apache\.spark\.\w+Exception: ", "", " ".join(lines))
     if "OutOfMemoryError" in message:
-        message += " (give the executors more memory: --conf spark.executor.memory=...)"
+        message += (
+            " (give Spark more memory: --conf spark.executor.memory=... on a cluster, "
+            "spark.driver.memory=... embedded)"
+        )
     return one_line(message)
 
 

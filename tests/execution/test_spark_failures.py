@@ -3,10 +3,12 @@ line (the CLI runs of tests/cli/test_spark_failures.py make each happen for real
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
 
+from statectl.errors import SparkError
 from statectl.execution.spark_failures import death_message, doubled, java_message
 
 
@@ -50,5 +52,23 @@ def test_a_failed_job_is_its_message_without_the_stack() -> None:
     assert java_message(text) == (
         "Job aborted due to stage failure: Lost task 0.0 (executor 1): "
         "java.lang.OutOfMemoryError: Java heap space "
-        "(give the executors more memory: --conf spark.executor.memory=...)"
+        "(give Spark more memory: --conf spark.executor.memory=... on a cluster, "
+        "spark.driver.memory=... embedded)"
     )
+
+
+def _crash(task: int) -> int:
+    os._exit(3)  # the Python worker dies, as one killed for its memory would
+
+
+@pytest.mark.spark
+def test_a_job_whose_worker_dies_fails_in_one_line(spark: object) -> None:
+    from statectl.execution.spark import SparkEngine
+
+    with pytest.raises(SparkError) as failed:
+        SparkEngine("local[2]").run([0, 1], _crash)
+    message = str(failed.value)
+    assert message.startswith("the Spark job failed: Job aborted due to stage failure"), message
+    assert "Python worker exited unexpectedly" in message, message
+    assert "\n" not in message and "\tat " not in message
+    assert SparkEngine("local[2]").run([1, 2], abs) == [1, 2]  # the session lives on
