@@ -3,7 +3,8 @@
 `local[*]` starts an embedded session; any other `--master` is a cluster, to which the
 `statectl` package is shipped as a zip (workers need its dependencies, see README).
 Spark's console progress is off and its log level WARN; progress is reported through a
-callback fed by accumulators of files written and their state bytes.
+callback fed by accumulators of files written and their state bytes. Spark's own failures (its
+JVM not starting or dying, a failed job) are one `SparkError` each (`spark_failures`).
 
 Start-up dominates small and medium jobs, so the engine starts a bare SparkContext (no SQL
 session, which costs as much again) and the driver JVM, which only schedules, skips the
