@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -82,6 +85,34 @@ def key_group_blocks(sp: Savepoint, uid: str) -> dict[int, bytes]:
             assert span.key_group not in blocks
             blocks[span.key_group] = data[span.start : span.end]
     return blocks
+
+
+S3_BUCKET = "savepoints"
+
+
+@pytest.fixture(scope="session")
+def s3() -> Iterator[tuple[object, dict[str, str]]]:
+    """A real S3 protocol server (moto's, on 127.0.0.1) with the bucket `S3_BUCKET`: (an s3fs
+    filesystem, the storage options that reach the same server)."""
+    from moto.server import ThreadedMotoServer
+    from s3fs import S3FileSystem
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "statectl", "secret": "statectl"}
+    fs = S3FileSystem(**options, use_listings_cache=False)
+    fs.mkdir(S3_BUCKET)
+    yield fs, options
+    server.stop()
+
+
+def storage_flags(options: dict[str, str]) -> list[str]:
+    """The CLI's `--storage-option k=v` flags for these storage options."""
+    return [flag for k, v in options.items() for flag in ("--storage-option", f"{k}={v}")]
 
 
 @pytest.fixture

@@ -609,13 +609,12 @@ def _export_file(
     writer.check_destination(target, overwrite, PARQUET_FILE)
     temp = target.parent.child(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex[:12]}")
     try:
-        try:
-            sink = temp.fs.open(temp.path, "wb")
-        except OSError as exc:
-            raise writer.unwritable(exc, target) from None
-        with sink:
+        with temp.fs.open(temp.path, "wb") as sink:
             rows, tally = write_rows((r for t in tasks for r in task_tables(t)), sink)
         _replace(temp, target)
+    except OSError as exc:
+        _remove(temp)
+        raise writer.unwritable(exc, target) from None
     except BaseException:
         _remove(temp)
         raise
@@ -641,6 +640,9 @@ def _export_folder(
             with staged.staging.fs.open(staged.staging.child("part-00000.parquet").path, "wb") as f:
                 write_rows(iter(()), f)
         writer.publish_folder(staged)
+    except OSError as exc:
+        writer.discard(staged)
+        raise writer.unwritable(exc, staged.destination) from None
     except BaseException:
         writer.discard(staged)
         raise
@@ -655,13 +657,10 @@ def _export_folder(
 def _replace(source: Location, target: Location) -> None:
     """Move a finished file over the target: the old file stays until the new one replaces it
     (a rename locally, a copy over the same key on object stores)."""
-    try:
-        if source.is_local:
-            os.replace(source.path, target.path)
-        else:
-            source.fs.mv(source.path, target.path)
-    except OSError as exc:
-        raise writer.unwritable(exc, target) from None
+    if source.is_local:
+        os.replace(source.path, target.path)
+    else:
+        source.fs.mv(source.path, target.path)
 
 
 # --- what --overwrite may replace --------------------------------------------------------------

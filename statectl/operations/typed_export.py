@@ -200,6 +200,9 @@ def export_typed(
         results = engine.run(tasks, lambda task: write_typed_part(task, url, storage_options))
         parts = [part for result in results for part in result]
         writer.publish_folder(staged)
+    except OSError as exc:
+        writer.discard(staged)
+        raise writer.unwritable(exc, staged.destination) from None
     except BaseException:
         writer.discard(staged)
         raise

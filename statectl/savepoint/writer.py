@@ -203,24 +203,49 @@ def _put_back(aside: str, target: str) -> bool:
 
 
 def _move_into_place(staged: StagedSavepoint) -> None:
-    """Object stores have no folder rename: files move one by one. New names first (the old
-    savepoint stays whole meanwhile), then same-named files, then `_metadata` over the old one
-    (there is always one), then the old files the new output does not have."""
+    """Object stores have no folder rename: files move one by one (files only: a "folder" is a
+    key prefix, not a key that can be copied). New names first (the old output stays whole
+    meanwhile), then same-named files, then `_metadata` over the old one (there is always one),
+    then the old files the new output does not have. A failed move takes back the new names
+    moved so far, so a destination that was empty is empty again."""
     fs = staged.staging.fs
     destination = staged.destination
-    old = set(_names(destination)) if destination.exists() else set()
-    new = set(_names(staged.staging))
-    fs.makedirs(destination.path, exist_ok=True)
-    for name in sorted(new - {METADATA_FILE}, key=lambda n: (n in old, n)):
-        fs.mv(staged.staging.child(name).path, destination.child(name).path, recursive=True)
-    if METADATA_FILE in new:
-        fs.mv(staged.staging.child(METADATA_FILE).path, destination.child(METADATA_FILE).path)
+    old = set(_files(destination)) if destination.exists() else set()
+    new = _files(staged.staging)
+    order = sorted(new - {METADATA_FILE}, key=lambda n: (n in old, n))
+    order += [METADATA_FILE] if METADATA_FILE in new else []
+    moved: list[str] = []
+    try:
+        for name in order:
+            fs.mv(staged.staging.child(name).path, destination.child(name).path)
+            moved.append(name)
+    except BaseException:
+        _take_back(destination, [name for name in moved if name not in old], had_files=bool(old))
+        raise
     for name in sorted(old - new):
         with contextlib.suppress(FileNotFoundError):
-            fs.rm(destination.child(name).path, recursive=True)
+            fs.rm(destination.child(name).path)
     # Object stores have no empty folders: the staging "folder" went with its last file.
     with contextlib.suppress(FileNotFoundError):
         fs.rm(staged.staging.path, recursive=True)
+
+
+def _files(folder: Location) -> set[str]:
+    """The paths of the files under `folder`, relative to it."""
+    root = folder.path.rstrip("/") + "/"
+    return {path[len(root) :] for path in folder.fs.find(folder.path) if path.startswith(root)}
+
+
+def _take_back(destination: Location, moved: list[str], had_files: bool) -> None:
+    """Remove what a failed publish moved in (best effort: the error that got us here wins);
+    same-named files that replaced old ones stay (object stores keep no older version)."""
+    fs = destination.fs
+    with contextlib.suppress(OSError):
+        for name in moved:
+            with contextlib.suppress(FileNotFoundError):
+                fs.rm(destination.child(name).path)
+        if not had_files and destination.exists():  # a folder-keeping store (memory://)
+            fs.rm(destination.path, recursive=True)
 
 
 def is_folder(location: Location) -> bool:

@@ -5,46 +5,16 @@ between local folders (outputs that real Flink restores in the end-to-end tests)
 
 from __future__ import annotations
 
-import logging
-import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import S3_BUCKET as BUCKET
 from tests.conftest import files_under, fixture_savepoint
 from tests.conftest import run_cli as cli
+from tests.conftest import storage_flags as flags
 
 pytestmark = pytest.mark.spark
-
-BUCKET = "savepoints"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[tuple[object, dict[str, str]]]:
-    """(an s3fs filesystem, the storage options that reach the same server)."""
-    from moto.server import ThreadedMotoServer
-    from s3fs import S3FileSystem
-
-    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    options = {"endpoint_url": f"http://127.0.0.1:{port}", "key": "statectl", "secret": "statectl"}
-    fs = S3FileSystem(**options, use_listings_cache=False)
-    fs.mkdir(BUCKET)
-    yield fs, options
-    server.stop()
-
-
-def flags(options: dict[str, str]) -> list[str]:
-    return [flag for k, v in options.items() for flag in ("--storage-option", f"{k}={v}")]
 
 
 def upload(fs: object, local: Path, name: str) -> str:
