@@ -115,6 +115,38 @@ class OperatorStateHeader:
         return self.list_states + self.broadcast_states
 
 
+def read_in_part(header: KeyedStateHeader | OperatorStateHeader) -> str:
+    """What was read of a header not read in full, and why the rest was not: a state that
+    could not be read (`problem`), or a serializer snapshot whose payload statectl does not
+    know, skipped up to what follows it."""
+    count = len(header.states)
+    states = f"{count} state{'' if count == 1 else 's'} read"
+    if header.problem is not None:
+        return f"{states}, then stopped: {header.problem}"
+    snapshots: list[tuple[str, SerializerSnapshot | None]] = [
+        (f"{key.lower().replace('_', ' ')} snapshot of state {excerpt(state.name)}", snapshot)
+        for state in header.states
+        for key, snapshot in state.serializers.items()
+    ]
+    if isinstance(header, KeyedStateHeader):
+        snapshots.insert(0, ("key serializer snapshot", header.key_serializer_snapshot))
+    for role, snapshot in snapshots:
+        skipped = _first_unparsed(snapshot)
+        if skipped is not None:
+            return (
+                f"{states}; the {role} holds {skipped.class_name}, a layout statectl does "
+                "not know: its payload was skipped"
+            )
+    return states
+
+
+def _first_unparsed(snapshot: SerializerSnapshot | None) -> SerializerSnapshot | None:
+    """The snapshot, or the first one nested in it, whose payload was skipped."""
+    if snapshot is None or not snapshot.parsed:
+        return snapshot
+    return next((found for n in snapshot.nested if (found := _first_unparsed(n))), None)
+
+
 # --- keyed headers -------------------------------------------------------------------------
 
 
@@ -153,7 +185,8 @@ def write_keyed_header(header: KeyedStateHeader) -> bytes:
     byte for byte as it went in."""
     if header.version < KEYED_KEY_SNAPSHOT_SINCE or not header.complete:
         raise FormatError(
-            f"cannot rewrite a keyed state header that was not read in full ({header.problem})"
+            "cannot rewrite a keyed state header that was not read in full "
+            f"({read_in_part(header)})"
         )
     out = DataWriter()
     out.write_i32(header.version)
@@ -222,7 +255,8 @@ def write_operator_header(header: OperatorStateHeader) -> bytes:
     rewrite of a state's name or presence needs; unchanged, byte for byte what was read."""
     if header.version < OPERATOR_META_INFO_SINCE or not header.complete:
         raise FormatError(
-            f"cannot rewrite an operator state header that was not read in full ({header.problem})"
+            "cannot rewrite an operator state header that was not read in full "
+            f"({read_in_part(header)})"
         )
     out = DataWriter()
     out.write_i32(header.version)

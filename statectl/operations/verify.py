@@ -509,7 +509,10 @@ class _Checker:
             self.add(at, f"keyed state header: {exc.message}")
             return None
         if not header.complete:
-            self.note(f"{description}: keyed state header read in part ({header.problem})")
+            self.note(
+                f"{description}: keyed state header read in part "
+                f"({state_headers.read_in_part(header)})"
+            )
         return header
 
     def _native(self, where: _Where, handle: IncrementalKeyedHandle) -> None:
@@ -606,7 +609,8 @@ class _Checker:
         header = state_headers.parse_operator_header(head[: layout.header_length])
         if not header.complete:
             self.note(
-                f"{stream.description}: operator state header read in part ({header.problem})"
+                f"{stream.description}: operator state header read in part "
+                f"({state_headers.read_in_part(header)})"
             )
         else:
             known = {s.name for s in header.states}

@@ -56,6 +56,37 @@ def test_clean_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert err == ""
 
 
+def test_a_header_read_in_part_says_what_was_read_and_why_it_stopped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """POJO serializer snapshots under a class statectl does not know: their payload is skipped,
+    and verify notes (not finds) each header read in part, never with a bare `None`."""
+    copy = tmp_path / "sp"
+    shutil.copytree(FIXTURES / "values" / "2.3.0-hashmap-canonical" / "savepoint", copy)
+    for file in copy.iterdir():
+        if file.name != "_metadata":
+            data = file.read_bytes().replace(b"PojoSerializerSnapshot", b"XojoSerializerSnapshot")
+            file.write_bytes(data)
+    code, out, err = run(["verify", "--deep", str(copy)], capsys)
+    assert (code, out) == (0, f"{copy}: OK (4 operators, 7 subtasks, 7 files, 26 key groups, "
+                                "1007 entries walked)\n")  # fmt: skip
+    skipped = (
+        "holds org.apache.flink.api.java.typeutils.runtime.XojoSerializerSnapshot, a layout "
+        "statectl does not know: its payload was skipped)"
+    )
+    keyed = (
+        "keyed state header read in part (57 states read; the value serializer snapshot of "
+        f"state 'pojo-subclass-registered' {skipped}"
+    )
+    operator = (
+        "operator state header read in part (3 states read; the value serializer snapshot of "
+        f"state 'op-list' {skipped}"
+    )
+    notes = sorted(line.split(": ", 3)[3] for line in err.splitlines())
+    assert notes == [keyed, keyed, operator, operator], err
+    assert all(line.startswith(f"statectl: note: {copy}/") for line in err.splitlines())
+
+
 def test_findings_one_line_each_with_operator_subtask_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -250,6 +250,10 @@ def test_unknown_payload_is_skipped_and_marked() -> None:
     assert header.states[0].value_serializer.describe() == "My?"  # type: ignore[union-attr]
     assert not header.complete and header.problem is None
     assert header.states[1].complete
+    assert sh.read_in_part(header) == (
+        f"2 states read; the value serializer snapshot of state 'a' holds {custom}, a layout "
+        "statectl does not know: its payload was skipped"
+    )
 
 
 def test_unknown_composite_keeps_its_nested_snapshots() -> None:
@@ -298,6 +302,7 @@ def test_a_broken_state_gives_the_states_before_it() -> None:
     assert re.match(
         r"state #1 at offset \d+: state 'b': unknown backend state type 9", header.problem or ""
     )
+    assert sh.read_in_part(header) == f"1 state read, then stopped: {header.problem}"
 
 
 def test_read_serializer_snapshot_directly() -> None:
