@@ -725,7 +725,7 @@ def _plan_subtask_row(sub: dict[str, Any]) -> tuple[str, ...]:
 def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
     return {
         "destination": report.destination,
-        "format": "CANONICAL",
+        "format": report.format,
         "bytes": report.bytes,
         "operators": [_rescaled_operator_json(op) for op in report.operators],
         "timings": dict(report.timings),

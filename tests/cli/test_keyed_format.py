@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ from statectl.formats.handles import IncrementalKeyedHandle, KeyGroupsHandle
 from statectl.formats.metadata import snapshot_kind
 from statectl.savepoint.reader import open_savepoint
 from tests.conftest import fixture_savepoint, run_cli
+from tests.flink import harness
 
 KEYED = ("keyed-str", "keyed-long")
 
@@ -70,3 +72,35 @@ def test_convert_to_native_turns_every_keyed_subtask_into_an_instance(tmp_path: 
     code, out, err = run_cli("diff", str(source), str(out_dir))
     assert (code, err) == (0, ""), out
     assert out.strip().endswith("identical (13 states compared)")
+
+
+def _heap_checkpoint() -> Path:
+    return harness.checkpoint_in_place(harness.heap_snapshots()["checkpoint"])
+
+
+@pytest.mark.parametrize(
+    ("source", "argv", "written"),
+    [
+        (lambda: fixture_savepoint("rocksdb_native_full"), ("rescale", "-p", "3"), "NATIVE"),
+        (lambda: fixture_savepoint("rocksdb_native_full"), ("convert",), "CANONICAL"),
+        (lambda: fixture_savepoint("hashmap_p4"), ("rescale", "-p", "2"), "CANONICAL"),
+        (lambda: fixture_savepoint("hashmap_p4"), ("convert", "--format", "native"), "NATIVE"),
+        (_heap_checkpoint, ("rescale", "-p", "3"), "CANONICAL"),
+        (_heap_checkpoint, ("convert", "--format", "native"), "NATIVE"),
+    ],
+    ids=["native-rescale", "native-convert", "canonical-rescale", "canonical-convert",
+         "heap-rescale", "heap-convert"],
+)  # fmt: skip
+def test_the_json_report_names_the_format_written(
+    tmp_path: Path, source: Callable[[], Path], argv: tuple[str, ...], written: str
+) -> None:
+    """A savepoint's format is its `_metadata`'s; a checkpoint's `_metadata` names none: the
+    format its keyed state was written in."""
+    command, *options = argv
+    out_dir = tmp_path / "out"
+    code, out, err = run_cli(command, str(source()), "-o", str(out_dir), *options, "--json")
+    assert code == 0, err
+    assert json.loads(out)["format"] == written
+    expected_handles = {"NATIVE": IncrementalKeyedHandle, "CANONICAL": KeyGroupsHandle}[written]
+    assert _keyed_handles(out_dir) == {expected_handles}
+    assert _format(out_dir) == (None if source is _heap_checkpoint else written)

@@ -25,7 +25,12 @@ from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, total_work
 from statectl.execution.factory import choose_engine
 from statectl.execution.head_start import HeadStartEngine
-from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.formats.metadata import (
+    CheckpointMetadata,
+    OperatorState,
+    SubtaskState,
+    snapshot_kind,
+)
 from statectl.operations.publish import publish
 from statectl.operations.rescale.execute import (
     Result,
@@ -78,6 +83,7 @@ class RescaleReport:
     operators: tuple[OperatorReport, ...]
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the driver, for benchmarks
     tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "spark", tasks run there)
+    format: str | None = None  # CANONICAL or NATIVE (`output_format`)
 
     @property
     def bytes(self) -> int:
@@ -144,6 +150,20 @@ def _properties(plan: RescalePlan, properties: bytes) -> bytes:
     if written and all(out for _, out in written):
         return native.native_savepoint_properties(properties)
     return properties
+
+
+def output_format(plan: RescalePlan, properties: bytes) -> str | None:
+    """The output's format: the format type its `_metadata` names (a savepoint's); a checkpoint
+    names none: then the format its rescaled keyed state was written in, if one (else None)."""
+    kind = snapshot_kind(properties)
+    if kind is not None and kind.savepoint:
+        return kind.format
+    written = {
+        "NATIVE" if p.writes_native else "CANONICAL"
+        for p in plan.operators
+        if p.rescaled and p.has_keyed_state
+    }
+    return written.pop() if len(written) == 1 else None
 
 
 def _by_subtask(results: list[Result]) -> dict[str, dict[int, SubtaskResult]]:
@@ -279,7 +299,8 @@ def rescale(
         clock.append(time.monotonic())
         results = _run(engine, plan, tasks, staged.staging_url, storage_options, progress)
         clock.append(time.monotonic())
-        publish(staged, assemble(plan, carried, results))
+        metadata = assemble(plan, carried, results)
+        publish(staged, metadata)
         clock.append(time.monotonic())
     except BaseException:
         writer.discard(staged)
@@ -289,7 +310,12 @@ def rescale(
         (p, round(b - a, 3)) for p, a, b in zip(phases, clock[:-1], clock[1:], strict=True)
     )
     done = report(plan, results, staged.destination.url)
-    return dataclasses.replace(done, timings=timings, tasks_run=tuple(engine.tasks_run.items()))
+    return dataclasses.replace(
+        done,
+        timings=timings,
+        tasks_run=tuple(engine.tasks_run.items()),
+        format=output_format(plan, metadata.properties),
+    )
 
 
 def _run(
