@@ -1,7 +1,7 @@
 """`statectl rescale` in a fresh process, where no Spark runs yet: the driver runs the tasks
 itself (a re-hash's shuffle too, spilled to local disk) while the work is shorter than Spark's
-start (`HeadStartEngine`), except RocksDB rows, which wait for Spark. The output equals, byte for byte, what the Spark job of the test
-session writes (outputs that real Flink restores in tests/operations/rescale/*e2e*).
+start (`HeadStartEngine`), RocksDB rows and heap-format entries too when they are few. The
+output equals, byte for byte, what the Spark job of the test session writes (outputs that real Flink restores in tests/operations/rescale/*e2e*).
 """
 
 from __future__ import annotations
@@ -11,10 +11,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.conftest import files_under, fixture_savepoint, run_cli
+from tests.flink import harness
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,13 +59,38 @@ def test_a_fresh_process_writes_what_the_spark_job_writes(
     on_spark = report["tasks"]
     assert on_spark["driver"] == 0 and on_spark["spark"] > 0  # the session's context ran all
     fresh = _statectl("rescale", str(source), "-o", str(tmp_path / "fresh"), *options)["tasks"]
-    # New subtasks whose RocksDB rows pass through Python wait for Spark; the rest run here.
-    rows = sum(
-        op["new_parallelism"]
-        for op in report["operators"]
-        if "native" in (op["old_keyed_format"], op["new_keyed_format"])
-    )
-    assert fresh == {"driver": on_spark["spark"] - rows, "spark": rows}
+    assert fresh == {"driver": on_spark["spark"], "spark": 0}  # RocksDB rows too: a few
     written = files_under(tmp_path / "fresh")
     assert "_metadata" in written
     assert written == files_under(tmp_path / "spark")
+
+
+def _heap_checkpoint() -> Path:
+    return harness.checkpoint_in_place(harness.heap_snapshots()["checkpoint"])
+
+
+def _native_savepoint() -> Path:
+    return fixture_savepoint("rocksdb_native_full")
+
+
+@pytest.mark.parametrize(
+    ("source", "argv", "output_format", "tasks"),
+    [
+        (_native_savepoint, ("rescale", "-p", "3"), "NATIVE", 12),
+        (_native_savepoint, ("convert",), "CANONICAL", 8),
+        (_heap_checkpoint, ("rescale", "-p", "3"), "CANONICAL", 12),
+        (_heap_checkpoint, ("convert",), "CANONICAL", 8),
+        (_heap_checkpoint, ("convert", "--format", "native"), "NATIVE", 8),
+    ],
+    ids=["native-rescale", "native-convert", "heap-rescale", "heap-convert", "heap-to-native"],
+)
+def test_small_native_and_heap_inputs_never_start_spark(
+    tmp_path: Path, source: Any, argv: tuple[str, ...], output_format: str, tasks: int
+) -> None:
+    """A 250 KiB input: every task in the driver (RocksDB rows and heap-format entries one by
+    one, too few to wait for Spark); the report names the format written."""
+    command, *options = argv
+    report = _statectl(command, str(source()), "-o", str(tmp_path / "out"), *options)
+    assert report["tasks"] == {"driver": tasks, "spark": 0}
+    assert report["format"] == output_format
+    assert report["timings"]["spark_start"] == 0.0

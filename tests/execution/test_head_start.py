@@ -14,7 +14,7 @@ from pytest import approx
 
 from statectl.errors import FormatError
 from statectl.execution.engine import LocalEngine
-from statectl.execution.head_start import HeadStartEngine, _seconds_left
+from statectl.execution.head_start import GIL_BOUND_DRIVER_BYTES, HeadStartEngine, _seconds_left
 from statectl.execution.spark import SparkEngine
 from statectl.progress import Progress
 from tests.conftest import REPO
@@ -69,12 +69,38 @@ def test_work_shorter_than_sparks_start_never_starts_it() -> None:
     assert engine.spark._starting is None  # never asked to start
 
 
+def _even(n: int) -> bool:
+    return n % 2 == 0
+
+
 @pytest.mark.spark
 def test_tasks_that_hold_the_gil_wait_for_spark(spark: object) -> None:
     engine, _ = _engine(after=10**9)  # Spark never reported up: the driver runs the others
-    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, spark_only=lambda n: n % 2 == 0)
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, spark_only=_even)
     assert results == [1, 4, 9, 16, 25]
     assert engine.tasks_run == {"driver": 3, "spark": 2}
+
+
+@pytest.mark.spark
+def test_tasks_that_hold_the_gil_wait_for_spark_when_their_input_is_large(spark: object) -> None:
+    engine, _ = _engine(after=10**9)
+    half = GIL_BOUND_DRIVER_BYTES // 2
+
+    def work(n: int) -> tuple[int, int]:
+        return 1, half + 1 if n == 4 else half  # the GIL-bound 2 and 4: one byte too many
+
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, work, spark_only=_even)
+    assert results == [1, 4, 9, 16, 25]
+    assert engine.tasks_run == {"driver": 3, "spark": 2}
+
+
+def test_a_few_tasks_that_hold_the_gil_run_in_the_driver() -> None:
+    engine, _ = _engine(after=10**9)
+    half = GIL_BOUND_DRIVER_BYTES // 2  # the GIL-bound 2 and 4 together: exactly the limit
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, lambda n: (1, half), spark_only=_even)
+    assert results == [1, 4, 9, 16, 25]
+    assert engine.tasks_run == {"driver": 5}
+    assert engine.spark._starting is None  # never asked to start
 
 
 def test_an_error_in_a_driver_task_is_raised_as_it_was() -> None:

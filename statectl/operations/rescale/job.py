@@ -3,7 +3,8 @@
 
 An embedded Spark (`local[...]`) gets a head start: the driver runs the tasks itself, starts
 Spark only once the work left would outlast Spark's start, and Spark takes what is not yet begun
-when it is up (`execution.head_start`); tasks that move RocksDB rows always run on Spark.
+when it is up (`execution.head_start`); tasks that move RocksDB rows run on Spark unless
+they are few (`head_start.GIL_BOUND_DRIVER_BYTES`).
 
 The output is self-contained: rescaled operators get new files, operators carried over get
 copies of theirs, and every file is referenced by a relative handle (code 6), so the new
