@@ -161,7 +161,7 @@ class StateCodec:
             return "TIMERS"
         user_value = self.user_value_codec()
         value = user_value.describe() if user_value else "?"
-        if (self.kind == "LIST" and self.keyed) or self.kind == "UNION":
+        if self.kind in ("LIST", "UNION"):  # keyed or operator (split or union): a list
             value = f"LIST<{value}>"
         if self.kind in ("MAP", "BROADCAST"):
             key = self.user_key if self.kind == "MAP" else self.key

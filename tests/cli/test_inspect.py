@@ -93,6 +93,27 @@ def test_human_tables_name_every_operator(capsys: pytest.CaptureFixture[str]) ->
         assert fragment in out
 
 
+def test_split_and_union_list_states_are_both_lists_of_their_elements(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = fixture_savepoint("hashmap_canonical_files")
+    (opstate,) = [op for op in inspect_json(path, capsys)["operators"] if op["uid"] == "opstate"]
+    types = {(s["name"], s["mode"]): (s["kind"], s["type"]) for s in opstate["states"]}
+    assert types == {
+        ("split", "SPLIT_DISTRIBUTE"): ("LIST", "LIST<BIGINT>"),
+        ("union", "UNION"): ("LIST", "LIST<BIGINT>"),
+    }
+    monkeypatch.setenv("COLUMNS", "200")  # no column cut short
+    with pytest.raises(SystemExit):
+        main(["inspect", str(path)])
+    rows = [line.split("│")[1:-1] for line in capsys.readouterr().out.splitlines()]
+    listed = [[cell.strip() for cell in row] for row in rows if row and "LIST" in row[2]]
+    assert [row[:5] for row in listed if row[1] == "operator"] == [
+        ["split", "operator", "LIST", "SPLIT_DISTRIBUTE", "LIST<BIGINT>"],
+        ["union", "operator", "LIST", "UNION", "LIST<BIGINT>"],
+    ]
+
+
 @pytest.mark.flink
 def test_inspects_a_savepoint_flink_just_wrote(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
