@@ -45,6 +45,7 @@ def _statectl(*argv: str) -> dict[str, object]:
         ("hashmap_compressed", ("-p", "1")),
         ("rocksdb_native_full", ("-p", "3", "--format", "canonical")),
         ("hashmap_canonical_files", ("--max-parallelism", "256", "-p", "3")),
+        ("rocksdb_native_full", ("--max-parallelism", "256", "-p", "3", "--format", "canonical")),
     ],
 )
 def test_a_fresh_process_writes_what_the_spark_job_writes(
