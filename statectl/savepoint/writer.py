@@ -23,6 +23,7 @@ import contextlib
 import errno
 import json
 import os
+import posixpath
 import re
 import shutil
 import socket
@@ -210,17 +211,20 @@ def _move_into_place(staged: StagedSavepoint) -> None:
     moved so far, so a destination that was empty is empty again."""
     fs = staged.staging.fs
     destination = staged.destination
-    old = set(_files(destination)) if destination.exists() else set()
+    existed = destination.exists()
+    old = _files(destination) if existed else set()
     new = _files(staged.staging)
     order = sorted(new - {METADATA_FILE}, key=lambda n: (n in old, n))
     order += [METADATA_FILE] if METADATA_FILE in new else []
     moved: list[str] = []
     try:
+        for folder in sorted({posixpath.dirname(name) for name in new}):  # stores with folders
+            fs.makedirs(destination.child(folder).path, exist_ok=True)
         for name in order:
             fs.mv(staged.staging.child(name).path, destination.child(name).path)
             moved.append(name)
     except BaseException:
-        _take_back(destination, [name for name in moved if name not in old], had_files=bool(old))
+        _take_back(destination, [name for name in moved if name not in old], existed)
         raise
     for name in sorted(old - new):
         with contextlib.suppress(FileNotFoundError):
@@ -236,15 +240,16 @@ def _files(folder: Location) -> set[str]:
     return {path[len(root) :] for path in folder.fs.find(folder.path) if path.startswith(root)}
 
 
-def _take_back(destination: Location, moved: list[str], had_files: bool) -> None:
-    """Remove what a failed publish moved in (best effort: the error that got us here wins);
-    same-named files that replaced old ones stay (object stores keep no older version)."""
+def _take_back(destination: Location, moved: list[str], existed: bool) -> None:
+    """Remove what a failed publish moved in, and the destination folder if it is new (best
+    effort: the error that got us here wins); same-named files that replaced old ones stay
+    (object stores keep no older version)."""
     fs = destination.fs
     with contextlib.suppress(OSError):
         for name in moved:
             with contextlib.suppress(FileNotFoundError):
                 fs.rm(destination.child(name).path)
-        if not had_files and destination.exists():  # a folder-keeping store (memory://)
+        if not existed and destination.exists():  # stores that keep folders (memory://)
             fs.rm(destination.path, recursive=True)
 
 

@@ -1,4 +1,4 @@
-"""Exports to an object store (the suite's S3 server): every row, published whole.
+"""Exports to object stores (the suite's S3 server; memory://): every row, published whole.
 
 Object stores have no folder rename: an export is staged beside its destination and its files
 then moved in one by one. A store that fails its Nth write (a part written, or a file moved in)
@@ -101,14 +101,16 @@ def test_cli_export_to_s3_has_every_row_of_a_local_export(
     assert all(key == out or key.startswith(f"{out}/") for key in under(fs, f"{tmp_path.name}/"))
 
 
+@pytest.mark.parametrize("store", ["s3", "memory"])
 @pytest.mark.parametrize("typed", [False, True], ids=["json", "typed"])
-def test_library_export_to_s3_has_every_row_of_a_local_export(
-    s3: tuple[Any, dict[str, str]], tmp_path: Path, typed: bool
+def test_library_export_to_a_store_has_every_row_of_a_local_export(
+    s3: tuple[Any, dict[str, str]], tmp_path: Path, typed: bool, store: str
 ) -> None:
-    _, options = s3
+    options = s3[1] if store == "s3" else {}
     source = statectl.open(str(fixture_savepoint(SOURCE)))
     local = str(tmp_path / "local") + "/"
-    remote = f"s3://{S3_BUCKET}/{tmp_path.name}-library/"
+    root = f"s3://{S3_BUCKET}" if store == "s3" else "memory://statectl-tests"
+    remote = f"{root}/{tmp_path.name}-library/"
     expected_report = statectl.export(source, local, typed=typed)
     report = statectl.export(source, remote, typed=typed, storage_options=options)
     assert (report.rows, report.files) == (expected_report.rows, expected_report.files)
