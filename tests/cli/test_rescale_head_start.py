@@ -79,9 +79,17 @@ def _native_savepoint() -> Path:
     [
         (_native_savepoint, ("rescale", "-p", "3"), "NATIVE", 12),
         (_native_savepoint, ("convert",), "CANONICAL", 8),
-        (_heap_checkpoint, ("rescale", "-p", "3"), "CANONICAL", 12),
-        (_heap_checkpoint, ("convert",), "CANONICAL", 8),
-        (_heap_checkpoint, ("convert", "--format", "native"), "NATIVE", 8),
+        pytest.param(
+            _heap_checkpoint, ("rescale", "-p", "3"), "CANONICAL", 12, marks=pytest.mark.flink
+        ),
+        pytest.param(_heap_checkpoint, ("convert",), "CANONICAL", 8, marks=pytest.mark.flink),
+        pytest.param(
+            _heap_checkpoint,
+            ("convert", "--format", "native"),
+            "NATIVE",
+            8,
+            marks=pytest.mark.flink,
+        ),
     ],
     ids=["native-rescale", "native-convert", "heap-rescale", "heap-convert", "heap-to-native"],
 )
