@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError
+from statectl.errors import (
+    FormatError,
+    SavepointError,
+    StatectlError,
+    StatectlNote,
+    UnsupportedError,
+)
 
 if TYPE_CHECKING:
     from statectl.api import (
@@ -50,6 +56,7 @@ __all__ = [
     "SavepointError",
     "State",
     "StatectlError",
+    "StatectlNote",
     "UnsupportedError",
     "__version__",
     "convert",
@@ -70,7 +77,14 @@ __all__ = [
     "write_migration",
     "write_rescale",
 ]
-_LEAVES = {"FormatError", "SavepointError", "StatectlError", "UnsupportedError", "__version__"}
+_LEAVES = {
+    "FormatError",
+    "SavepointError",
+    "StatectlError",
+    "StatectlNote",
+    "UnsupportedError",
+    "__version__",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -47,3 +47,8 @@ class SavepointError(StatectlError):
 class SparkError(StatectlError):
     """Spark failed: its JVM did not start or died, or a job failed. Not the input's fault, but
     told as one line too, with what to change (`--conf spark.driver.memory=...`)."""
+
+
+class StatectlNote(UserWarning):
+    """Something a reader should know that is no error (a checkpoint read from a copy of its
+    folders): a Python warning of the library, one `statectl: note: …` line of the CLI."""

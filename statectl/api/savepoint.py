@@ -50,7 +50,10 @@ def open(
     """The savepoint (or retained checkpoint) at `url`: a folder or its `_metadata`, local or on
     any fsspec filesystem (`s3://`, `gs://`, `memory://`, …), `storage_options` passed to it.
     State files outside it are read only in a checkpoint's own folders (`chk-N`, `shared`,
-    `taskowned`), anywhere else only with `allow_external_files`.
+    `taskowned`), anywhere else only with `allow_external_files`. A retained checkpoint copied
+    from where Flink wrote it, with its job folder's layout (`<copy>/chk-N`, `shared/` and
+    `taskowned/` beside it), is read from the copy: `moved_from` names the original job folder,
+    and a `statectl.StatectlNote` warning says so.
 
     >>> sp = statectl.open("s3://bucket/savepoints/savepoint-1a2b3c")
     >>> sp.operator("orders").state("totals").to_pandas()
@@ -73,6 +76,13 @@ class Savepoint:
     @property
     def location(self) -> str:
         return self.parsed.directory.url
+
+    @property
+    def moved_from(self) -> str | None:
+        """The job folder a retained checkpoint's `_metadata` names, when it is read from a copy
+        of it (the folder holding `location`); else None."""
+        moved = self.parsed.moved
+        return moved.original if moved and moved.mapped else None
 
     @property
     def metadata_version(self) -> int:

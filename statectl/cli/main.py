@@ -13,7 +13,9 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any
 
 import typer
@@ -35,8 +37,8 @@ from statectl.cli import (
     verify_cmd,
 )
 from statectl.cli.options import DebugOption
-from statectl.cli.output import print_error
-from statectl.errors import StatectlError, one_line
+from statectl.cli.output import print_error, print_note
+from statectl.errors import StatectlError, StatectlNote, one_line
 
 
 def _without_flag_types(params: list[Any]) -> list[Any]:
@@ -125,10 +127,30 @@ def _click_command() -> Callable[..., Any]:
     return typer.main.get_command(app)
 
 
+@contextmanager
+def _notes_printed() -> Iterator[None]:
+    """The library's notes (`StatectlNote` warnings) as `statectl: note:` lines, each once."""
+    printed: set[str] = set()
+    with warnings.catch_warnings():
+        other_warnings = warnings.showwarning
+
+        def show(message: Warning | str, category: type[Warning], *args: Any, **kw: Any) -> None:
+            if not issubclass(category, StatectlNote):
+                other_warnings(message, category, *args, **kw)
+            elif str(message) not in printed:
+                printed.add(str(message))
+                print_note(str(message))
+
+        warnings.simplefilter("always", StatectlNote)
+        warnings.showwarning = show
+        yield
+
+
 def main(argv: list[str] | None = None) -> None:
     allocator.keep_freed_buffers()
     try:
-        _click_command()(args=argv, prog_name="statectl")
+        with _notes_printed():
+            _click_command()(args=argv, prog_name="statectl")
     except StatectlError as exc:
         if _debug:
             raise

@@ -195,6 +195,10 @@ def print_error(message: str) -> None:
     print(f"statectl: error: {message}", file=sys.stderr)
 
 
+def print_note(message: str) -> None:
+    print(f"statectl: note: {message}", file=sys.stderr)
+
+
 def warn_stale_staging(urls: Sequence[str]) -> None:
     """Staging folders beside the destination that this run leaves alone: their owner may
     still be writing, or was killed on another host."""
@@ -454,7 +458,7 @@ def verification_to_json(result: Verification) -> dict[str, Any]:
 def _print_verification(result: Verification) -> None:
     """Findings are the data (stdout, one line each); notes are not (stderr)."""
     for note in result.notes:
-        print(f"statectl: note: {note}", file=sys.stderr)
+        print_note(note)
     for finding in result.findings:
         sys.stdout.write(finding.line(result.location) + "\n")
     if result.ok:

@@ -27,6 +27,7 @@ from statectl.formats.handles import (
     StreamHandle,
 )
 from statectl.formats.metadata import CheckpointMetadata, OperatorState, SubtaskState
+from statectl.savepoint.moved import MovedCheckpoint
 from statectl.savepoint.storage import Location, locate
 
 METADATA_FILE = "_metadata"
@@ -86,6 +87,7 @@ class Savepoint:
     metadata: CheckpointMetadata
     storage_options: dict[str, Any] | None = None
     allow_external_files: bool = False  # absolute handles anywhere (`absolute`)
+    moved: MovedCheckpoint | None = None  # a checkpoint read from a copy (`moved.find_move`)
 
     @property
     def metadata_location(self) -> Location:
@@ -176,19 +178,22 @@ class Savepoint:
         """The file an absolute handle (code 2, file-merging segments) names.
 
         Flink writes them only into checkpoints, for files of the job's checkpoint folder:
-        `<job id>/chk-N/…` (beside `_metadata`), `<job id>/shared/…` and `<job id>/taskowned/…`.
+        `<job id>/chk-N/…` (beside `_metadata`), `<job id>/shared/…` and `<job id>/taskowned/…`;
+        of a checkpoint copied elsewhere in this layout, the copy's (`moved`).
         A handle anywhere else is refused unless `allow_external_files`: a `_metadata` from
         elsewhere must not make statectl read, copy or export any file it names.
         """
-        location = locate(path, self.storage_options)
+        mapped = self.moved.resolve(path) if self.moved else None
+        location = mapped or locate(path, self.storage_options)
         if self.allow_external_files or any(
             _within(location, folder) for folder in self.checkpoint_folders()
         ):
             return location
+        moved = self.moved.advice(path) if self.moved else None
+        advice = moved or "pass --allow-external-files to read it"
         raise SavepointError(
             f"state handle {path!r} points outside the checkpoint's folders"
-            f" ({', '.join(folder.name for folder in self.checkpoint_folders())});"
-            " pass --allow-external-files to read it",
+            f" ({', '.join(folder.name for folder in self.checkpoint_folders())}); {advice}",
             self.metadata_location.url,
         )
 

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from typing import Any
 
-from statectl.errors import SavepointError, StatectlError
+from statectl.errors import SavepointError, StatectlError, StatectlNote
 from statectl.formats.handles import EmptySegmentFileHandle, OperatorStateHandle
 from statectl.formats.metadata import CheckpointMetadata, SubtaskState, read_metadata
 from statectl.savepoint.model import METADATA_FILE, Savepoint
+from statectl.savepoint.moved import find_move
 from statectl.savepoint.storage import locate
 
 
@@ -17,7 +19,8 @@ def open_savepoint(
 ) -> Savepoint:
     """Read and parse `_metadata`; handles resolve against the folder that holds it (§2.10).
     `allow_external_files`: absolute handles may name files outside the checkpoint's folders
-    (`Savepoint.absolute`)."""
+    (`Savepoint.absolute`). A retained checkpoint copied elsewhere with its job folder's layout
+    is read from the copy, with a `StatectlNote` saying so (`moved.find_move`)."""
     location = locate(url, storage_options)
     if location.name == METADATA_FILE:
         metadata_location, directory = location, location.parent
@@ -32,8 +35,11 @@ def open_savepoint(
         metadata = read_metadata(data)
     except StatectlError as exc:
         raise exc.with_source(metadata_location.url) from None
+    moved = find_move(directory, metadata, storage_options)
+    if moved and moved.mapped:
+        warnings.warn(moved.note, StatectlNote, stacklevel=3)  # where `statectl.open` is called
     return Savepoint(
-        directory, _without_empty_segments(metadata), storage_options, allow_external_files
+        directory, _without_empty_segments(metadata), storage_options, allow_external_files, moved
     )
 
 
