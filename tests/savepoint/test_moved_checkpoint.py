@@ -24,6 +24,7 @@ import pytest
 import statectl
 from statectl.errors import StatectlNote
 from statectl.formats.handles import FileHandle, IncrementalKeyedHandle, RelativeFileHandle
+from statectl.formats.metadata import CheckpointMetadata
 from statectl.savepoint.moved import absolute_paths
 from statectl.savepoint.reader import open_savepoint
 from tests.conftest import FIXTURES, fixture_savepoint, load_manifest, run_cli
@@ -121,6 +122,35 @@ def test_a_copy_without_shared_is_refused_with_what_to_do(tmp_path: Path) -> Non
         " --allow-external-files to read it where it was\n"
     )
     assert stderr.count("\n") == 1 and first.startswith(ORIGINAL)
+
+
+def renamed_paths(value: object, old: str, new: str) -> object:
+    """`value` (metadata, however deeply nested) with every code-2 path under `old` under
+    `new` instead."""
+    if isinstance(value, FileHandle) and value.path.startswith(old + "/"):
+        return dataclasses.replace(value, path=new + value.path[len(old) :])
+    if isinstance(value, tuple):
+        return tuple(renamed_paths(item, old, new) for item in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {
+            n: renamed_paths(getattr(value, n), old, new) for n in value.__dataclass_fields__
+        }
+        return dataclasses.replace(value, **changes)
+    return value
+
+
+def test_a_checkpoint_copied_from_s3_is_read_from_the_copy(tmp_path: Path) -> None:
+    """Written to S3 (the Hadoop scheme Flink writes: `s3a://`), copied to a local folder."""
+    chk = copy_job_folder(tmp_path)
+    on_s3 = "s3a://prod-bucket/checkpoints/5374617465637463686b707400000001"
+    md = renamed_paths(load(chk), ORIGINAL, on_s3)
+    assert isinstance(md, CheckpointMetadata)
+    save(chk, md)
+    code, _, stderr = run_cli("verify", "--deep", str(chk))
+    assert (code, stderr) == (
+        0,
+        f"statectl: note: checkpoint moved: reading {on_s3} from {chk.parent}\n",
+    )
 
 
 def with_absolute_meta_file(chk: Path) -> str:
