@@ -8,7 +8,6 @@ the original job folder, found in the handles, to the copy's: the folder that ho
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import posixpath
 from collections.abc import Iterator
@@ -91,8 +90,8 @@ def absolute_paths(value: object) -> Iterator[str]:
     elif isinstance(value, tuple):
         for item in value:
             yield from absolute_paths(item)
-    elif dataclasses.is_dataclass(value):
-        for name in value.__dataclass_fields__:
+    elif fields := getattr(type(value), "__dataclass_fields__", None):
+        for name in fields:
             yield from absolute_paths(getattr(value, name))
 
 
