@@ -55,8 +55,9 @@ class MovedCheckpoint:
         if self.mapped or _below(path, self.original) is None:
             return None
         folders = " and ".join(f"{name}/" for name in self.missing)
+        them = "them" if len(self.missing) > 1 else "it"
         return (
-            f"the checkpoint was moved from {self.original} without its {folders}: copy that"
+            f"the checkpoint was moved from {self.original} without its {folders}: copy {them}"
             f" into {self.copy.url}, or pass --allow-external-files to read it where it was"
         )
 

@@ -118,7 +118,7 @@ def test_a_copy_without_shared_is_refused_with_what_to_do(tmp_path: Path) -> Non
     )
     assert stderr.endswith(
         f"' points outside the checkpoint's folders ({CHK}, shared, taskowned); the checkpoint was"
-        f" moved from {ORIGINAL} without its shared/: copy that into {chk.parent}, or pass"
+        f" moved from {ORIGINAL} without its shared/: copy it into {chk.parent}, or pass"
         " --allow-external-files to read it where it was\n"
     )
     assert stderr.count("\n") == 1 and first.startswith(ORIGINAL)
