@@ -98,6 +98,9 @@ _DESCRIPTORS = {
     "boolean": "Z",
 }  # fmt: skip
 _ENUM = "java.lang.Enum"
+# Superclasses between a class and Object: javac's own sources stay below 20; a class path
+# with a chain of thousands is built to make the walk (a class file read each) take forever.
+MAX_SUPERCLASSES = 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,16 +293,20 @@ class KryoClasses:
 
     def _hierarchy(self, java_class: str, where: str) -> list[ClassFile]:
         classes: list[ClassFile] = []
+        seen: set[str] = set()
         name: str | None = java_class
         while name is not None and name != _OBJECT:
+            if name in seen:
+                raise Undecodable(f"{where}: its superclasses form a cycle")
+            if len(classes) > MAX_SUPERCLASSES:
+                raise Undecodable(f"{where}: more than {MAX_SUPERCLASSES} superclasses")
             found = self.find(name)
             if found is None:
                 what = "it is" if name == java_class else f"its superclass {name} is"
                 raise Undecodable(f"{where}: {what} not on the class path")
             if found.is_interface or found.is_enum or found.super_name == _ENUM:
                 raise Undecodable(f"{where}: {found.name} is not a plain class")
-            if any(cls.name == found.name for cls in classes):
-                raise Undecodable(f"{where}: its superclasses form a cycle")
+            seen.add(name)
             classes.append(found)
             name = found.super_name
         return classes

@@ -32,6 +32,7 @@ from statectl.formats.class_files import (
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.values import Context, RawCodec, Undecodable, codec_for
 from statectl.formats.values.kryo import KRYO_SNAPSHOT, KryoCodec, KryoObject
+from statectl.formats.values.kryo_fields import MAX_SUPERCLASSES
 from statectl.savepoint.classpath import ClassPath
 from tests.formats.test_class_files import (
     NEEDS_JAVAC,
@@ -634,3 +635,24 @@ def test_nested_type_arguments_only_in_kryo_5(tmp_path: Path) -> None:
         assert codec.registry.classes is not None
         ((outer,),) = [f.type_args for f in codec.registry.classes.layout("p.G")]
         assert tuple(a.java_class for a in outer.args) == nested
+
+
+def superclass_chain(length: int) -> dict[str, bytes]:
+    """`p.C0` extends `p.C1` … extends `p.C{length-1}` extends Object, each with one field."""
+    return {
+        f"p.C{n}": class_bytes(
+            f"p.C{n}", f"p.C{n + 1}" if n + 1 < length else None, [field(f"f{n}", "I")]
+        )
+        for n in range(length)
+    }
+
+
+def test_a_superclass_chain_longer_than_the_limit_is_refused_quickly(tmp_path: Path) -> None:
+    """The chain is walked once, with a set for the cycle check, and refused past the limit
+    (a hostile class path of 100,001 classes took hours with a list scanned for each)."""
+    at_limit = kryo_codec("p.C0", 5, superclass_chain(MAX_SUPERCLASSES + 1), tmp_path)
+    data = hexbytes("57 01") + b"\x02" * (MAX_SUPERCLASSES + 1)  # every field 1 (zigzag)
+    assert set(at_limit.decode(data).value.values()) == {1}
+    too_long = kryo_codec("p.C0", 5, superclass_chain(MAX_SUPERCLASSES + 2), tmp_path)
+    with pytest.raises(Undecodable, match=f"p.C0: more than {MAX_SUPERCLASSES} superclasses"):
+        too_long.decode(data)
