@@ -23,7 +23,8 @@ from statectl.errors import FormatError
 from statectl.formats.java_io import DataReader, decode_modified_utf8
 
 MAGIC = 0xCAFEBABE
-MAX_CLASS_BYTES = 1 << 26  # a class file is limited by its u2 counts; 64 MiB is far beyond any
+# A class file's u2 counts allow gigabytes of constants; javac's largest stay below 1 MiB.
+MAX_CLASS_BYTES = 1 << 24
 
 # Constant pool tags (§4.4)
 UTF8, INTEGER, FLOAT, LONG, DOUBLE = 1, 3, 4, 5, 6

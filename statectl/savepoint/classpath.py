@@ -12,6 +12,13 @@ from pathlib import Path
 from statectl.errors import FormatError
 from statectl.formats.class_files import MAX_CLASS_BYTES, ClassFile, parse_class
 
+# Class files one class path may read: Kryo reaches a job's few value classes, not its jar;
+# parsed, a class takes a few times its bytes, and parsed classes are kept.
+MAX_CLASSPATH_BYTES = 1 << 26
+_ENCRYPTED = 0x1  # general purpose flag bit 0 (APPNOTE 4.4.4)
+_METHODS = (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED, zipfile.ZIP_BZIP2, zipfile.ZIP_LZMA)
+_METHOD_NAMES = {9: "deflate64", 10: "PKWARE implode", 93: "zstd", 95: "xz", 99: "AES"}
+
 
 class ClassPath:
     """Jars (zip files, opened on first use) and directories of class files, searched in order
@@ -25,6 +32,7 @@ class ClassPath:
                 raise FormatError(f"--classpath: {reason}", str(entry))
         self._zips: dict[int, zipfile.ZipFile | None] = {}
         self._classes: dict[str, ClassFile | None] = {}
+        self._bytes_read = 0
 
     def __repr__(self) -> str:
         return f"ClassPath({[str(e) for e in self.entries]!r})"
@@ -85,8 +93,9 @@ class ClassPath:
             if entry.is_dir():
                 path = entry / relative
                 if path.is_file():
-                    data = path.read_bytes()
-                    return data, str(path)
+                    self._admit(path.stat().st_size, str(path))
+                    with path.open("rb") as file:
+                        return self._counted(file.read(MAX_CLASS_BYTES + 1), str(path))
                 continue
             archive = self._zip(index)
             if archive is None:
@@ -95,13 +104,46 @@ class ClassPath:
                 info = archive.getinfo(relative)
             except KeyError:
                 continue
-            if info.file_size > MAX_CLASS_BYTES:
-                raise FormatError(f"{relative} of {info.file_size} bytes", str(entry))
-            try:
-                return archive.read(info), f"{entry}!/{relative}"
-            except (zipfile.BadZipFile, OSError, EOFError) as exc:
-                raise FormatError(f"cannot read {relative}: {exc}", str(entry)) from None
+            return self._read_entry(archive, info, f"{entry}!/{relative}")
         return None
+
+    def _read_entry(
+        self, archive: zipfile.ZipFile, info: zipfile.ZipInfo, source: str
+    ) -> tuple[bytes, str]:
+        if info.flag_bits & _ENCRYPTED:
+            raise FormatError("encrypted jar entry (statectl reads no passwords)", source)
+        if info.compress_type not in _METHODS:
+            method = _METHOD_NAMES.get(info.compress_type, "unknown")
+            raise FormatError(
+                f"jar entry compressed with method {info.compress_type} ({method}), which "
+                "statectl cannot read (stored, deflate, bzip2, lzma)",
+                source,
+            )
+        self._admit(info.file_size, source)
+        try:
+            with archive.open(info) as stream:  # a size that lies: read one byte past the limit
+                data = stream.read(MAX_CLASS_BYTES + 1)
+        except (zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as exc:
+            raise FormatError(f"cannot read the jar entry: {exc}", source) from None
+        return self._counted(data, source)
+
+    def _admit(self, size: int, source: str) -> None:
+        """Refuse a class file larger than any javac writes, or past the class path's budget."""
+        if size > MAX_CLASS_BYTES:
+            raise FormatError(
+                f"class file of {size} bytes, more than the {MAX_CLASS_BYTES} statectl reads",
+                source,
+            )
+        if self._bytes_read + size > MAX_CLASSPATH_BYTES:
+            raise FormatError(
+                f"reading it would take the class files read past {MAX_CLASSPATH_BYTES} bytes",
+                source,
+            )
+
+    def _counted(self, data: bytes, source: str) -> tuple[bytes, str]:
+        self._admit(len(data), source)
+        self._bytes_read += len(data)
+        return data, source
 
     def _zip(self, index: int) -> zipfile.ZipFile | None:
         if index not in self._zips:

@@ -31,6 +31,7 @@ from statectl.formats.class_files import (
     INTERFACE_METHODREF,
     INVOKE_DYNAMIC,
     LONG,
+    MAX_CLASS_BYTES,
     METHOD_HANDLE,
     METHOD_TYPE,
     METHODREF,
@@ -45,6 +46,7 @@ from statectl.formats.class_files import (
     parse_field_signature,
 )
 from statectl.formats.java_io import encode_modified_utf8
+from statectl.savepoint import classpath
 from statectl.savepoint.classpath import ClassPath
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,10 +132,14 @@ def class_bytes(
     interfaces: Iterable[str] = (),
     annotations: Iterable[str] = (),
     every_tag: bool = False,
+    padding: int = 0,
 ) -> bytes:
     """A class file as javac lays it out (version 61, Java 17), with these fields; `every_tag`
-    adds one constant of each kind of §4.4."""
+    adds one constant of each kind of §4.4, `padding` at least that many bytes of string
+    constants (a hostile class file's bulk)."""
     pool = _Pool()
+    for _ in range(-(-padding // 65538)):
+        pool.add(UTF8, b"\xff\xff" + b"x" * 65535)
     this = pool.cls(name)
     parent = pool.cls(super_name) if super_name else 0
     ifaces = [pool.cls(i) for i in interfaces]
@@ -172,8 +178,8 @@ def field(name: str, descriptor: str, flags: int = ACC_PRIVATE, signature: str |
     return (flags, name, descriptor, signature, annotations)
 
 
-def write_jar(path: Path, classes: dict[str, bytes]) -> Path:
-    with zipfile.ZipFile(path, "w") as jar:
+def write_jar(path: Path, classes: dict[str, bytes], compression: int = zipfile.ZIP_STORED) -> Path:
+    with zipfile.ZipFile(path, "w", compression) as jar:
         jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
         for name, data in classes.items():
             jar.writestr(name.replace(".", "/") + ".class", data)
@@ -413,3 +419,86 @@ def test_bad_constant_references_and_bad_jars(tmp_path: Path) -> None:
     with ClassPath([tmp_path / "cut.jar"]) as path, pytest.raises(FormatError) as raised:
         path.find("a.B")
     assert raised.value.source == f"{tmp_path / 'cut.jar'}!/a/B.class"
+
+
+# --- hostile jars --------------------------------------------------------------------------------
+
+
+def test_a_class_file_larger_than_any_javac_writes_is_refused_naming_jar_and_entry(
+    tmp_path: Path,
+) -> None:
+    from tests.formats.test_bombs import bounded
+
+    big = class_bytes("p.Big", padding=58 << 20)  # a hostile jar's: 58 MiB of constants
+    jar = write_jar(tmp_path / "big.jar", {"p.Big": big}, zipfile.ZIP_DEFLATED)
+    assert jar.stat().st_size < 1 << 20
+
+    def read() -> None:
+        with ClassPath([jar]) as path:
+            try:
+                path.find("p.Big")
+            except FormatError as exc:  # the whole line: `bounded` shows the message alone
+                raise FormatError(str(exc)) from None
+
+    assert bounded(read) == (
+        f"FormatError: {jar}!/p/Big.class: class file of {len(big)} bytes, more than the "
+        f"{MAX_CLASS_BYTES} statectl reads"
+    )
+    (tmp_path / "dir" / "p").mkdir(parents=True)
+    (tmp_path / "dir" / "p" / "Big.class").write_bytes(big)
+    with ClassPath([tmp_path / "dir"]) as path, pytest.raises(FormatError, match="more than"):
+        path.find("p.Big")
+
+
+def test_the_class_files_one_class_path_reads_are_bounded_in_total(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A jar of many class files each under the limit (56 of 58 MiB of constants grew to
+    3 GB parsed) stops at the class path's budget."""
+    monkeypatch.setattr(classpath, "MAX_CLASSPATH_BYTES", 3 * 70_000)
+    classes = {f"p.C{n}": class_bytes(f"p.C{n}", padding=60_000) for n in range(5)}
+    jar = write_jar(tmp_path / "many.jar", classes, zipfile.ZIP_DEFLATED)
+    with ClassPath([jar]) as path:
+        for n in range(3):
+            assert path.find(f"p.C{n}") is not None
+        with pytest.raises(FormatError) as raised:
+            path.find("p.C3")
+        assert str(raised.value) == (
+            f"{jar}!/p/C3.class: reading it would take the class files read past {3 * 70_000} bytes"
+        )
+        assert path.find("p.C0") is not None  # classes read before stay
+
+
+def _patch_central_directory(jar: Path, entry: str, flag_bits: int, method: int) -> None:
+    """Give `entry` these general-purpose flags and compression method in the central
+    directory (what zipfile reads them from)."""
+    data = bytearray(jar.read_bytes())
+    name = entry.encode()
+    at = data.index(b"PK\x01\x02")
+    while data[at + 46 : at + 46 + len(name)] != name:
+        at = data.index(b"PK\x01\x02", at + 4)
+    struct.pack_into("<HH", data, at + 8, flag_bits, method)
+    jar.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("flag_bits", "method", "problem"),
+    [
+        (1, 8, "encrypted jar entry (statectl reads no passwords)"),
+        (1, 99, "encrypted jar entry (statectl reads no passwords)"),
+        (
+            0,
+            9,
+            "jar entry compressed with method 9 (deflate64), which statectl cannot read "
+            "(stored, deflate, bzip2, lzma)",
+        ),
+    ],
+)
+def test_encrypted_or_deflate64_entries_are_refused_naming_jar_and_entry(
+    tmp_path: Path, flag_bits: int, method: int, problem: str
+) -> None:
+    jar = write_jar(tmp_path / "odd.jar", {"p.X": class_bytes("p.X")})
+    _patch_central_directory(jar, "p/X.class", flag_bits, method)
+    with ClassPath([jar]) as path, pytest.raises(FormatError) as raised:
+        path.find("p.X")
+    assert str(raised.value) == f"{jar}!/p/X.class: {problem}"
