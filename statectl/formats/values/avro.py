@@ -51,15 +51,16 @@ its shortest form, an array or map in more than one block, a decimal on bytes no
 `BigInteger.toByteArray()` form, invalid UTF-8.
 
 Hostile input: a schema nested more than `MAX_SCHEMA_DEPTH` types deep, expanding to more than
-`MAX_SCHEMA_TYPES` types (named types reused many times) or naming itself (a recursive schema:
-it has no Arrow type) leaves the state raw; so does a length, count or index that does not fit
-the bytes, and more than `MAX_EMPTY_ITEMS` items that take no bytes (nulls, empty records) in
-one value.
+`MAX_SCHEMA_TYPES` types (named types reused many times), naming itself (a recursive schema:
+it has no Arrow type) or declaring a fixed of more than `MAX_FIXED_SIZE` bytes leaves the state
+raw; so does a length, count or index that does not fit the bytes, and more than
+`MAX_EMPTY_ITEMS` items that take no bytes (nulls, empty records) in one value.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -89,6 +90,9 @@ MAX_SCHEMA_DEPTH = 64  # nested Avro types, named types expanded
 MAX_SCHEMA_TYPES = 20_000  # types in the schema with every named type expanded where used
 MAX_JSON_DEPTH = 4 * MAX_SCHEMA_DEPTH  # a record level is three JSON levels
 MAX_EMPTY_ITEMS = 1 << 20  # array or map items that take no bytes, in one value
+# A fixed holds a hash, a UUID, a decimal (≤ 32 bytes); its Arrow type gives every null row all
+# of its bytes, so a declared size of 2 GiB would ask for that much per null before any read.
+MAX_FIXED_SIZE = 1 << 12
 
 _I32 = struct.Struct(">i")
 _DECIMAL128_DIGITS, _DECIMAL256_DIGITS = 38, 76
@@ -802,7 +806,8 @@ def _decimal(
     precision, scale = schema.get("precision"), schema.get("scale", 0)
     if not (isinstance(precision, int) and isinstance(scale, int)):
         return None
-    fits = size is None or (size > 0 and len(str(2 ** (8 * size - 1) - 1)) - 1 >= precision)
+    # Java's bound, computed without the 2^(8 size) it stands for
+    fits = size is None or (size > 0 and math.floor(math.log10(2) * (8 * size - 1)) >= precision)
     if precision > 0 and 0 <= scale <= precision and fits:
         return DecimalType(storage, precision, scale)
     return None
@@ -865,7 +870,13 @@ class SchemaBuilder:
         return self._define(name, RecordType(name, fields))
 
     def _fixed(self, schema: dict[str, Any]) -> AvroType:
-        fixed = FixedType(schema["name"], int(schema["size"]))
+        size = int(schema["size"])
+        if not 0 <= size <= MAX_FIXED_SIZE:
+            raise Undecodable(
+                f"Avro fixed {schema['name']} of {size} bytes (statectl reads 0 to "
+                f"{MAX_FIXED_SIZE})"
+            )
+        fixed = FixedType(schema["name"], size)
         decimal = (
             _decimal(schema, fixed, fixed.width) if schema.get("logicalType") == "decimal" else None
         )

@@ -44,7 +44,7 @@ from statectl.formats.serializer_snapshots import (
 )
 from statectl.formats.state_values import decode_with
 from statectl.formats.values import Codec, Raw, RawCodec, codec_for
-from statectl.formats.values.avro import MAX_EMPTY_ITEMS, Branch
+from statectl.formats.values.avro import MAX_EMPTY_ITEMS, MAX_FIXED_SIZE, Branch
 
 SNAPSHOT_CLASS = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
 GENERIC_RECORD = "org.apache.avro.generic.GenericRecord"
@@ -553,3 +553,24 @@ def test_a_snapshot_built_in_memory_gets_the_codec() -> None:
         SNAPSHOT_CLASS, 2, type_name=GENERIC_RECORD, params=(("schema", '"long"'),)
     )
     assert codec_for(snapshot).describe() == "AVRO BIGINT"
+
+
+@pytest.mark.parametrize("size", [(1 << 31) - 1, MAX_FIXED_SIZE + 1, -1])
+def test_a_fixed_declaring_more_than_statectl_reads_leaves_the_state_raw(size: int) -> None:
+    """Arrow gives every null row of a fixed_size_binary all its bytes: a snapshot declaring
+    2 GiB made `export --typed` ask for 221 GB for 103 null rows, before reading any."""
+    from tests.formats.test_bombs import bounded
+
+    codec = avro_codec(f'["null",{{"type":"fixed","name":"F","size":{size}}}]')
+    assert isinstance(codec, RawCodec), codec
+    assert codec.reason == f"Avro fixed F of {size} bytes (statectl reads 0 to {MAX_FIXED_SIZE})"
+    assert bounded(lambda: pa.array([None] * 103, codec.arrow_type())) == "no error"
+    decimal = f'{{"type":"fixed","name":"D","size":{size},"logicalType":"decimal","precision":9}}'
+    assert isinstance(avro_codec(decimal), RawCodec)
+    # the limit itself is read, and a decimal on a fixed keeps Java's bound ⌊log10(2) × 127⌋
+    at_limit = avro_codec(f'{{"type":"fixed","name":"F","size":{MAX_FIXED_SIZE}}}')
+    data = bytes(range(256)) * (MAX_FIXED_SIZE // 256)
+    assert roundtrip(at_limit, data) == data
+    assert at_limit.arrow_type() == pa.binary(MAX_FIXED_SIZE)
+    sixteen = '{"type":"fixed","name":"D","size":16,"logicalType":"decimal","precision":38}'
+    assert avro_codec(sixteen).arrow_type() == pa.decimal128(38, 0)
