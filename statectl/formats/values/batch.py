@@ -111,6 +111,23 @@ def _within(pos: Int64s, last: int) -> Int64s:
     return pos
 
 
+def overlapping(buf: Buffer, starts: Int64s, sizes: Int64s, live: Bools) -> Bools:
+    """The live rows whose declared bytes [start, start + size) run into the next live row's.
+    In a batch Flink wrote each value has bytes of its own; hostile sizes that overlap would
+    together ask for many times the buffer (rows × its size) before any row fails. Looked for
+    only when the sizes add up to more than the buffer holds; the rows are left to the codec."""
+    sizes = np.where(live, sizes, 0)
+    if int(sizes.sum()) <= len(buf):
+        return np.zeros(len(starts), np.bool_)
+    rows = np.flatnonzero(sizes > 0)
+    rows = rows[np.argsort(starts[rows], kind="stable")]
+    ends = starts[rows] + sizes[rows]
+    next_starts = np.append(starts[rows][1:], np.iinfo(np.int64).max)
+    bad = np.zeros(len(starts), np.bool_)
+    bad[rows[ends > next_starts]] = True
+    return bad
+
+
 def fixed_width_array(
     arrow: pa.DataType, values: npt.NDArray[Any], valid: Bools | None = None
 ) -> pa.Array:
@@ -447,6 +464,7 @@ class JavaString(BatchReader):
         chars = np.maximum(length - 1, 0)
         starts = pos + head
         bad |= live & (starts + chars > len(buf))
+        bad |= overlapping(buf, starts, chars, live & ~bad & ~null)
         values, ends, wide_failed = java_strings(buf, starts, chars, live & ~bad & ~null)
         return values, np.where(live, ends, pos), bad | wide_failed
 
@@ -743,6 +761,7 @@ class Sized(BatchReader):
         """Every element at once: element i of a row is at i × width."""
         after = at + counts * width
         bad = after > len(buf)
+        bad |= overlapping(buf, at, counts * width, ~bad)
         counts = np.where(bad, 0, counts)
         rows, index = _elements_of(counts)
         starts = at[rows] + index * width
@@ -942,6 +961,7 @@ class Bytes(BatchReader):
     def read(self, buf: Buffer, pos: Int64s, live: Bools) -> tuple[pa.Array, Int64s, Bools]:
         lengths, bad = _count_at(buf, pos, live)
         bad |= live & (pos + 4 + lengths > len(buf))
+        bad |= overlapping(buf, pos + 4, lengths, live & ~bad)
         taken = live & ~bad
         values = binary_array(pa.binary(), buf, pos + 4, lengths, taken)
         return values, np.where(live, pos + 4 + lengths, pos), bad
@@ -1104,6 +1124,7 @@ class RowData(BatchReader):
         base = pos + 4
         end = base + size
         bad = live & ((base > len(buf)) | (size < self.fixed_size) | (end > len(buf)))
+        bad |= overlapping(buf, base, size, live & ~bad)
         bits = buf.words(base, 8, "<u8")
         kind = (bits & np.uint64(0xFF)).astype(np.int64)
         bad |= live & (kind > np.iinfo(np.int8).max)

@@ -613,3 +613,67 @@ def test_collections_of_voids_or_unread_elements_have_no_reader() -> None:
     assert batch.reader_for(ListCodec(scalars.VOID)) is None
     assert batch.reader_for(MapCodec(scalars.STRING, scalars.BIG_DECIMAL)) is None
     assert batch.reader_for(NullableCodec(scalars.BIG_DECIMAL, 0)) is None
+
+
+# --- declared sizes that overlap (hostile input) -------------------------------------------------
+
+BOMB_ROWS, BOMB_BYTES = 4096, 4 << 20
+
+
+def _overlapping_rows(write_row: Any, spacing: int, rows: int) -> tuple[batch.Buffer, np.ndarray]:
+    """`rows` values `spacing` bytes apart in a buffer of `BOMB_BYTES`, each declaring a size
+    that runs far past the next one (most to the buffer's end): each fits, together they ask
+    for many times the buffer."""
+    data = bytearray(BOMB_BYTES)
+    starts = np.arange(rows, dtype=np.int64) * spacing
+    for start in starts.tolist():
+        write_row(data, start, BOMB_BYTES - start)
+    return batch.Buffer(data), starts
+
+
+def _byte_array(data: bytearray, at: int, left: int) -> None:
+    data[at : at + 4] = (left - 4).to_bytes(4, "big")
+
+
+def _int_array(data: bytearray, at: int, left: int) -> None:
+    data[at : at + 4] = ((left - 4) // 4).to_bytes(4, "big")
+
+
+def _java_string(data: bytearray, at: int, left: int) -> None:
+    data[at : at + 2] = b"\xff\x7f"  # varint 16383: the longest string the batch path takes
+
+
+def _sql_row(data: bytearray, at: int, left: int) -> None:
+    """A BinaryRowData running to the end, its VARCHAR slot (3) spanning all of it."""
+    size = left - 4
+    data[at : at + 4] = size.to_bytes(4, "big")
+    data[at + 4 + 8 + 3 * 8 : at + 4 + 8 + 4 * 8] = size.to_bytes(8, "little")  # offset 0
+
+
+@pytest.mark.parametrize(
+    ("codec", "write_row", "spacing", "rows"),
+    [
+        (scalars.BYTES, _byte_array, 8, BOMB_ROWS),
+        (scalars.PRIMITIVE_ARRAYS["IntPrimitiveArray"], _int_array, 8, BOMB_ROWS),
+        (ROW, _sql_row, 80, BOMB_ROWS),
+        (scalars.STRING, _java_string, 16, 200_000),
+    ],
+    ids=["byte[]", "int[]", "RowData", "String"],
+)
+def test_overlapping_declared_sizes_are_left_to_the_codec_before_allocating(
+    codec: Codec, write_row: Any, spacing: int, rows: int
+) -> None:
+    """Before any row failed, the readers asked for every row's declared bytes at once (here
+    3 GiB or more for a 4 MiB batch); rows whose bytes run into the next row's are now left to
+    the codec (which reads each value from its own bytes), the last one is taken."""
+    from tests.formats.test_bombs import bounded
+
+    reader = batch.reader_for(codec)
+    assert reader is not None
+
+    def read() -> None:
+        buf, starts = _overlapping_rows(write_row, spacing, rows)
+        _, _, bad = reader.read(buf, starts, np.ones(rows, np.bool_))
+        assert bad[:-1].all() and not bad[-1], np.flatnonzero(~bad)
+
+    assert bounded(read) == "no error"
