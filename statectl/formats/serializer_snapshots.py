@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,10 @@ NESTED_MAGIC = 1333245  # NestedSerializersSnapshotDelegate.MAGIC_NUMBER
 NESTED_VERSION = 1
 OPTIONAL_MAP_HEADER = 0x4F2C69A3D70  # LinkedOptionalMapSerializer.HEADER
 _MAX_NESTED = 4096
+# Snapshots within snapshots (List of Map of POJO …): Flink's own types nest a few deep, and
+# the value codecs read 48 (`values.model.MAX_DEPTH`); deeper input is built to exhaust the
+# stack of a recursive reader.
+MAX_SNAPSHOT_DEPTH = 64
 _MAX_VERSION = 1 << 16
 _UTF_MIN = 2  # a writeUTF string: its u16 length
 _VERSIONED_MIN = 6  # a versioned snapshot: utf class name, i32 version
@@ -41,6 +46,12 @@ _JAVA_STREAM_MIN = 5  # a Java serialization stream: magic, version, one tag
 _JAVA_CLASS = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*")
 
 Probe = Callable[[DataReader], bool]
+_depth: ContextVar[int] = ContextVar("snapshot_depth", default=0)
+
+
+class NestedTooDeep(FormatError):
+    """Snapshots nested past `MAX_SNAPSHOT_DEPTH`: the whole snapshot is refused (no reader
+    falls back to scanning past it, which would try every depth again)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +115,19 @@ def read_serializer_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
 
 
 def read_versioned_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
-    """`writeVersionedSnapshot`: utf class name, i32 version, class-specific payload."""
+    """`writeVersionedSnapshot`: utf class name, i32 version, class-specific payload;
+    `NestedTooDeep` past `MAX_SNAPSHOT_DEPTH` nested snapshots."""
+    depth = _depth.get()
+    if depth >= MAX_SNAPSHOT_DEPTH:
+        raise NestedTooDeep(f"serializer snapshots nested more than {MAX_SNAPSHOT_DEPTH} deep")
+    token = _depth.set(depth + 1)
+    try:
+        return _read_versioned_snapshot(r, after)
+    finally:
+        _depth.reset(token)
+
+
+def _read_versioned_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
     origin = r.pos
     class_name = r.read_utf()
     version = r.read_i32()
@@ -115,6 +138,8 @@ def read_versioned_snapshot(r: DataReader, after: Probe) -> SerializerSnapshot:
         snapshot = _PAYLOADS.get(class_name, _generic_payload)(r, class_name, version, after)
         if after(r):
             return dataclasses.replace(snapshot, raw=r.slice(origin, r.pos))
+    except NestedTooDeep:
+        raise
     except FormatError:
         pass
     r.pos = start
@@ -223,6 +248,8 @@ def _nested_ending_at(r: DataReader, start: int, end: int) -> tuple[SerializerSn
             continue
         try:
             nested = _nested(r, at_payload_end)
+        except NestedTooDeep:
+            raise
         except FormatError:
             continue
         if r.pos == end:

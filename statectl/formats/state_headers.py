@@ -5,7 +5,8 @@ Mirrors `KeyedBackendSerializationProxy`, `OperatorBackendSerializationProxy` an
 a compression flag, the key serializer snapshot (keyed), and per state its name, backend state
 type, options and serializer snapshots (`serializer_snapshots`). Headers are copied as bytes, so a
 header that cannot be read to the end yields what was read plus `complete=False`; only a header
-broken before its state list raises `FormatError`.
+broken before its state list, or with serializer snapshots nested too deep to read past
+(`NestedTooDeep`), raises `FormatError`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from statectl.errors import FormatError, UnsupportedError
 from statectl.formats.java_io import DataReader, DataWriter, excerpt
 from statectl.formats.serializer_snapshots import (
     PROXY_VERSION,
+    NestedTooDeep,
     Probe,
     SerializerSnapshot,
     at_end,
@@ -331,6 +333,8 @@ def _read_states(
         start = r.pos
         try:
             states.append(_read_state(r, _next_is_state if index < count - 1 else after_last))
+        except NestedTooDeep:
+            raise  # no state after it can be found: the header is refused, not read in part
         except FormatError as exc:
             return tuple(states), f"state #{index} at offset {start}: {exc.message}"
     return tuple(states), None
@@ -350,7 +354,10 @@ def _read_state(r: DataReader, after_state: Probe) -> StateMetaInfo:
     for n in range(count):
         key = r.read_utf()
         after = _next_is_serializer_key if n < count - 1 else after_state
-        serializers[key] = read_serializer_snapshot(r, after)
+        try:
+            serializers[key] = read_serializer_snapshot(r, after)
+        except NestedTooDeep as exc:
+            raise NestedTooDeep(f"state {excerpt(name)}: {key}: {exc.message}") from None
     return StateMetaInfo(name, BACKEND_STATE_TYPES[ordinal], options, serializers)
 
 

@@ -506,7 +506,8 @@ class _Checker:
         try:
             header = read()
         except StatectlError as exc:
-            self.add(at, f"keyed state header: {exc.message}")
+            said = exc.message.startswith("keyed state header")  # the parser's own words
+            self.add(at, exc.message if said else f"keyed state header: {exc.message}")
             return None
         if not header.complete:
             self.note(
