@@ -119,11 +119,13 @@ def load_function(spec: str) -> BatchFunction:
 
 
 def apply_function(function: BatchFunction, batches: Iterable[pa.RecordBatch]) -> pa.Table:
-    """The function's results over every batch, as one table (None from a batch: no rows)."""
+    """The function's results over every batch, as one table (None from a batch: no rows).
+    Results whose columns cannot be merged (a key of another type in one batch) are the
+    function's error, naming the batch and the column."""
     import pyarrow as pa
 
-    results: list[pa.Table] = []
-    for batch in batches:
+    results: list[tuple[int, pa.Table]] = []  # by the batch's number, from 1
+    for number, batch in enumerate(batches, 1):
         result = function(batch)
         if result is None:
             continue
@@ -134,7 +136,34 @@ def apply_function(function: BatchFunction, batches: Iterable[pa.RecordBatch]) -
                 f"the function returned {type(result).__name__}; expected a pyarrow "
                 "RecordBatch, a Table or None"
             )
-        results.append(result)
+        results.append((number, result))
     if not results:
         return pa.table({})
-    return pa.concat_tables(results, promote_options="permissive")
+    try:
+        return pa.concat_tables([r for _, r in results], promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        raise _unmergeable(results) from None
+
+
+def _unmergeable(results: list[tuple[int, pa.Table]]) -> StatectlError:
+    """Which batch's result first has a column whose type the results before it cannot take."""
+    import pyarrow as pa
+
+    merged = results[0][1].schema
+    for number, result in results[1:]:
+        for column in result.schema:
+            index = merged.get_field_index(column.name)
+            if index < 0:
+                continue
+            earlier = merged.field(index)
+            try:
+                pa.unify_schemas(
+                    [pa.schema([earlier]), pa.schema([column])], promote_options="permissive"
+                )
+            except (pa.ArrowTypeError, pa.ArrowInvalid):
+                return StatectlError(
+                    f"the function's result for batch {number}: column {column.name!r} is "
+                    f"{column.type}, where the batches before it gave {earlier.type}"
+                )
+        merged = pa.unify_schemas([merged, result.schema], promote_options="permissive")
+    return StatectlError("the function's results for the batches cannot be merged")

@@ -40,6 +40,7 @@ def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (tmp_path / "edits.py").write_text(
         textwrap.dedent(
             """
+            import pyarrow as pa
             import pyarrow.compute as pc
 
             def without_k03(batch):
@@ -47,6 +48,15 @@ def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
             def wrong_type(batch):
                 return batch.set_column(2, "value", batch.column("key"))
+
+            seen = []
+
+            def int_keys_in_batch_2(batch):
+                seen.append(batch)
+                if len(seen) < 2:
+                    return batch
+                keys = pa.array(range(batch.num_rows), pa.int64())
+                return batch.set_column(0, "key", keys)
             """
         )
     )
@@ -199,3 +209,21 @@ def test_an_operator_dropped_and_edited_is_refused(
         code, _, err = run(["migrate", SOURCE, "-o", str(out), "--drop", operator, *edit], capsys)
         assert code == 1 and "is dropped and has its states edited" in err
         assert not out.exists()
+
+
+def test_a_key_of_another_type_in_one_batch_only_is_the_function_s_error(
+    tmp_path: Path, module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    batches = statectl.open(SOURCE).operator("values").state("pojo").read()
+    assert len(list(batches)) >= 2  # the state reads in a batch per subtask
+    out = tmp_path / "out"
+    code, stdout, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "pojo",
+         "--python", f"{module}:int_keys_in_batch_2"], capsys,
+    )  # fmt: skip
+    assert (code, stdout) == (1, "")
+    assert err == (
+        "statectl: error: the function's result for batch 2: column 'key' is int64, where "
+        "the batches before it gave string\n"
+    )
+    assert not out.exists()
