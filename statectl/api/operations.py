@@ -351,6 +351,7 @@ def transform(
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
+    classpath: Sequence[str] = (),
 ) -> MigrationReport:
     """Keyed state `state` of `operator` edited as its table (`State.to_arrow()`'s columns)
     and written back (`statectl transform`): by Spark SQL over the view `state` (`sql`, in the
@@ -359,7 +360,9 @@ def transform(
     a Python function over its Arrow record batches (`python`: a callable or
     `"module:function"` returning a batch, a table or None). The result's rows are the
     state's entries: rows left out are removed, new keys land in their key group. The rest of
-    the savepoint is carried over as `migrate` carries it."""
+    the savepoint is carried over as `migrate` carries it. `classpath`: the job's jars or class
+    folders; a null in a POJO field its class declares primitive is refused (Flink cannot
+    restore it), one in a field of a class not read is a warning in the report."""
     if (sql is None) == (python is None):
         from statectl.errors import StatectlError
 
@@ -376,7 +379,7 @@ def transform(
         function = load_function(python) if isinstance(python, str) else python
         assert function is not None
         table = apply_function(function, target.read())
-    target.replace(table)
+    target.replace(table, classpath)
     return sp.write(destination, overwrite=overwrite, progress=progress)
 
 

@@ -290,8 +290,10 @@ class State:
         return self.to_arrow().to_pandas()
 
     def replace(
-        self, rows: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table]
-    ) -> None:
+        self,
+        rows: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table],
+        classpath: Sequence[str] = (),
+    ) -> tuple[str, ...]:
         """Make `rows` (this state's columns, as `to_arrow()` gives them) the state's entries
         when the savepoint is written (`Savepoint.write`): rows left out are removed, new keys
         land in the key group (and subtask) Flink assigns them. `rows` is a table, or batches
@@ -299,10 +301,19 @@ class State:
         once): keyed state's rows are encoded batch by batch and spilled to local disk sorted
         by key group (`$STATECTL_LOCAL_DIR`, else the temp dir), so memory stays bounded
         whatever their number. Rows that do not fit the state raise `StatectlError` naming the
-        column or row, and nothing is recorded."""
+        column or row, and nothing is recorded; so does a null in a POJO field that the job's
+        class (`classpath`: its jars or class folders) declares primitive. Returns the
+        warnings: nulls in POJO fields of classes not read (the report of `Savepoint.write`
+        lists them too)."""
         from statectl.operations.transform import replacement
+        from statectl.savepoint.classpath import ClassPath
 
-        self._edit(replacement(self.operator.savepoint.parsed, self.operator.id, self.name, rows))
+        sp = self.operator.savepoint.parsed
+        with ClassPath(classpath) as classes:
+            job_classes = classes if classes.entries else None
+            edit = replacement(sp, self.operator.id, self.name, rows, job_classes)
+        self._edit(edit)
+        return edit.warnings
 
     def drop(self) -> None:
         """Leave this state out of the written savepoint."""

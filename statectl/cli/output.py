@@ -210,6 +210,12 @@ def warn_stale_staging(urls: Sequence[str]) -> None:
         )
 
 
+def warn(lines: Sequence[str]) -> None:
+    """Warnings of a result: on stderr, in JSON mode too."""
+    for line in lines:
+        print(f"statectl: warning: {line}", file=sys.stderr)
+
+
 def counted(count: int, noun: str) -> str:
     """`1 operator`, `3 operators`: English plurals of the nouns the summaries count."""
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"

@@ -39,6 +39,15 @@ def transform_command(
             "a RecordBatch, a Table or None.",
         ),
     ] = None,
+    classpath: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--classpath",
+            metavar="JAR_OR_DIR",
+            help="The job's jar or class folder (repeatable): a null into a POJO field its "
+            "class declares primitive is refused; for user classes Kryo wrote.",
+        ),
+    ] = None,
     master: MasterOption = "local[*]",
     conf: SparkConfOption = None,
     overwrite: OverwriteOption = False,
@@ -54,6 +63,10 @@ def transform_command(
     key group (and subtask) Flink assigns them. A result whose columns do not fit the state
     is refused, naming the column; nothing is written then. The output keeps the input's
     format (canonical or RocksDB native); every other state is carried over as bytes.
+
+    A null written into a POJO field that the job's class (--classpath) declares primitive
+    (`int`, not `Integer`) is refused: Flink cannot restore it. Without the class, such nulls
+    are written with a warning naming the field.
 
     Examples:
 
@@ -86,5 +99,7 @@ def transform_command(
             overwrite=overwrite,
             storage_options=options,
             progress=progress.update,
+            classpath=classpath or (),
         )
     render.migrate(report)
+    output.warn([line for edit in report.states for line in edit.warnings])

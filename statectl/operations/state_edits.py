@@ -63,6 +63,7 @@ class StateEdit:
     # REPLACE of operator state: list/union elements by subtask, or the broadcast map's bytes
     elements: Mapping[int, Sequence[bytes]] | None = None
     broadcast: bytes | None = None
+    warnings: tuple[str, ...] = ()  # what the edit may do that statectl could not check
 
     @property
     def option(self) -> str:
@@ -88,6 +89,7 @@ class StateEditReport:
     action: str
     new_name: str | None = None
     rows: int | None = None
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,9 @@ def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEdit
         except FormatError as exc:
             raise StatectlError(f"{edit.option}: {exc.message}", label) from None
         rows = edit.rows_count if edit.action == REPLACE else None
-        reports.append(StateEditReport(label, edit.state, edit.action, edit.new_name, rows))
+        reports.append(
+            StateEditReport(label, edit.state, edit.action, edit.new_name, rows, edit.warnings)
+        )
     rewrites = {
         op_id: tuple(
             plan_subtask(file, mine)

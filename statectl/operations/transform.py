@@ -17,10 +17,17 @@ from typing import TYPE_CHECKING
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.java_types import key_type_for_snapshot
 from statectl.formats.metadata import OperatorState
+from statectl.formats.state_values import StateCodec
 from statectl.operations.state_edits import REPLACE, StateEdit
 from statectl.savepoint import entries, tables
 from statectl.savepoint.model import Savepoint
-from statectl.savepoint.table_rows import conform, encode_operator_rows, encode_rows
+from statectl.savepoint.table_rows import (
+    UncheckedNulls,
+    conform,
+    encode_operator_rows,
+    encode_rows,
+    pojo_fields_with_nulls,
+)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -30,27 +37,41 @@ if TYPE_CHECKING:
     # A state's new rows: a table, or batches from a reader or any iterable.
     Rows: TypeAlias = pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table]
 
+    from statectl.formats.class_files import ClassFinder
+
 BatchFunction = Callable[["pa.RecordBatch"], "pa.RecordBatch | pa.Table | None"]
 
 
-def replacement(source: Savepoint, operator: str, state: str, rows: Rows) -> StateEdit:
+def replacement(
+    source: Savepoint,
+    operator: str,
+    state: str,
+    rows: Rows,
+    classpath: ClassFinder | None = None,
+) -> StateEdit:
     """The edit that makes `rows` the entries of state `state` of `operator` (keyed state's
     entries, an operator list or union state's elements, a broadcast state's map): a table, or
-    batches (a reader, any iterable), which keyed state consumes once with bounded memory."""
+    batches (a reader, any iterable), which keyed state consumes once with bounded memory.
+    `classpath`: the job's classes, which say whether a POJO field may hold a null."""
     op = source.find_operator(operator)
     label = entries.operator_label(op)
     files = entries.keyed_files(source, op)
     header = next((f.header() for f in files if state in f.header().state_names()), None)
     if header is None:
-        return _operator_replacement(source, op, state, _one_table(rows))
-    codec = entries.codecs_for(header, files[0].flink_major)[state]
+        return _operator_replacement(source, op, state, _one_table(rows), classpath)
+    codec = entries.codecs_for(header, files[0].flink_major, classpath)[state]
     key_type = key_type_for_snapshot(header.key_serializer_snapshot)
     conformed = (conform(table, codec) for table in _tables(rows))
     try:
         encoded = encode_rows(conformed, codec, key_type, op.max_parallelism)
     except FormatError as exc:
         raise StatectlError(f"state {state!r}: {exc.message}", label) from None
-    return StateEdit(operator, state, REPLACE, rows=encoded, rows_count=encoded.count)
+    originals = (b for file in files for b in tables.keyed_batches(file, state, codec))
+    warnings = _null_warnings(label, state, encoded.unchecked_nulls, originals, codec)
+    return StateEdit(
+        operator, state, REPLACE, rows=encoded.by_key_group, rows_count=encoded.count,
+        warnings=warnings,
+    )  # fmt: skip
 
 
 def _tables(rows: Rows) -> Iterator[pa.Table]:
@@ -68,30 +89,57 @@ def _one_table(rows: Rows) -> pa.Table:
     """Operator state (elements per subtask, held in memory by Flink too) as one table."""
     import pyarrow as pa
 
-    tables = list(_tables(rows))
-    if len(tables) == 1:
-        return tables[0]
-    if not tables:
+    parts = list(_tables(rows))
+    if len(parts) == 1:
+        return parts[0]
+    if not parts:
         raise StatectlError("no batches were given: give a table (it may be empty) instead")
-    return pa.concat_tables(tables)
+    return pa.concat_tables(parts)
 
 
 def _operator_replacement(
-    source: Savepoint, op: OperatorState, state: str, table: pa.Table
+    source: Savepoint,
+    op: OperatorState,
+    state: str,
+    table: pa.Table,
+    classpath: ClassFinder | None,
 ) -> StateEdit:
     label = entries.operator_label(op)
-    holder = next((f for f in entries.operator_files(source, op) if _holds(f, state)), None)
-    if holder is None:
+    holders = [f for f in entries.operator_files(source, op) if _holds(f, state)]
+    if not holders:
         raise StatectlError(f"operator {label} has no state {state!r}", source.directory.url)
-    codec = tables.operator_state_codec(holder, state)
+    codec = tables.operator_state_codec(holders[0], state, classpath)
     try:
         rows = encode_operator_rows(conform(table, codec), codec, op.parallelism)
     except FormatError as exc:
         raise StatectlError(f"state {state!r}: {exc.message}", label) from None
+    originals = (b for f in holders for b in tables.operator_batches(f, state, codec))
+    warnings = _null_warnings(label, state, rows.unchecked_nulls, originals, codec)
     return StateEdit(
         op.operator_id_hex, state, REPLACE, rows_count=rows.count, elements=rows.elements,
-        broadcast=rows.broadcast,
+        broadcast=rows.broadcast, warnings=warnings,
     )  # fmt: skip
+
+
+def _null_warnings(
+    label: str,
+    state: str,
+    unchecked: UncheckedNulls,
+    originals: Iterable[pa.RecordBatch],
+    codec: StateCodec,
+) -> tuple[str, ...]:
+    """One line per POJO field given nulls that statectl could not check against its class,
+    but for the fields where the state holds a null already: Flink wrote it, so the field
+    takes one (the state is read again only when there are such nulls)."""
+    if unchecked:
+        boxed = pojo_fields_with_nulls(originals, codec, set(unchecked))
+        unchecked = UncheckedNulls({k: v for k, v in unchecked.items() if k not in boxed})
+    return tuple(
+        f"{label}: state {state!r}: {rows} row{'s' if rows > 1 else ''} set field {name!r} of "
+        f"{pojo} to null; statectl has not read that class: if the job declares the field a "
+        "primitive, Flink cannot restore it (give the job's classes with --classpath to check)"
+        for (pojo, name), rows in sorted(unchecked.items())
+    )
 
 
 def _holds(file: entries.OperatorFile, state: str) -> bool:

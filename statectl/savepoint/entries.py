@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
 from statectl.formats import heap_snapshot, keyed_blocks, operator_state, state_headers
+from statectl.formats.class_files import ClassFinder
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
@@ -360,9 +361,13 @@ def _split_unknown_key(entry: KeyedEntry, max_parallelism: int, ns_length: int |
     return KeyParts(entry.key_group, rest, None, None, timestamp)
 
 
-def codecs_for(header: KeyedStateHeader, flink: int | None = None) -> dict[str, StateCodec]:
-    """Each state's codec; `flink` is the writing Flink's major version (`flink_major`)."""
-    return {s.name: keyed_codec(s, header.key_serializer_snapshot, flink) for s in header.states}
+def codecs_for(
+    header: KeyedStateHeader, flink: int | None = None, classpath: ClassFinder | None = None
+) -> dict[str, StateCodec]:
+    """Each state's codec; `flink` is the writing Flink's major version (`flink_major`),
+    `classpath` the job's classes when given."""
+    key = header.key_serializer_snapshot
+    return {s.name: keyed_codec(s, key, flink, classpath) for s in header.states}
 
 
 # --- operator state --------------------------------------------------------------------------

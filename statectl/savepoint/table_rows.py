@@ -14,15 +14,18 @@ the column (or the row) and what was expected.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.java_types import KeyType, build_composite_key, split_composite_key
 from statectl.formats.operator_state import build_broadcast_element
 from statectl.formats.state_values import StateCodec
-from statectl.formats.values import RawCodec
+from statectl.formats.values import Codec, RawCodec
+from statectl.formats.values.pojo import has_primitive_fields, null_fields
 from statectl.savepoint.spilled_rows import KeyGroupRows, RowSpill
 
 if TYPE_CHECKING:
@@ -30,6 +33,21 @@ if TYPE_CHECKING:
 
 Row = tuple[bytes, bytes]
 IGNORED_COLUMNS = ("subtask",)  # the data source's column: where a row was read, not state
+# (POJO class, field) → rows writing a null there that statectl could not check
+UncheckedNulls = Counter[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class EncodedRows:
+    """A table's entries by key group (spilled to local disk past a bound), and the nulls
+    written into POJO fields whose class statectl has not read (`check_pojo_nulls`)."""
+
+    by_key_group: KeyGroupRows
+    unchecked_nulls: UncheckedNulls = dataclass_field(default_factory=Counter)
+
+    @property
+    def count(self) -> int:
+        return self.by_key_group.count
 
 
 def conform(table: pa.Table, codec: StateCodec) -> pa.Table:
@@ -110,7 +128,7 @@ def encode_rows(
     key_type: KeyType | None,
     max_parallelism: int,
     run_bytes: int | None = None,
-) -> KeyGroupRows:
+) -> EncodedRows:
     """Every row of conformed tables (a table, or batch after batch) as (composite key, stored
     value) by key group, gathered with bounded memory (`spilled_rows`)."""
     if codec.kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMERS"):
@@ -128,19 +146,24 @@ def encode_rows(
         and namespace_codec.fixed_length is None
     )
     spill, n = RowSpill(run_bytes), 0
+    unchecked: UncheckedNulls = Counter()
+    nulls_to_check = _holds_primitive_fields(codec)
     entry = functools.partial(_entry, codec, key_type, max_parallelism, ambiguous)
     for table in tables:
         columns = _columns(table, codec)
         for row in zip(*columns.values(), strict=True):
             values = dict(zip(columns, row, strict=True))
             try:
+                if nulls_to_check:
+                    check_pojo_nulls(row_parts(codec, values), unchecked)
                 key_group, (key, value) = entry(values)
             except (FormatError, ValueError) as exc:
                 message = exc.message if isinstance(exc, FormatError) else str(exc)
                 raise FormatError(f"row {n}: {message}") from None
             spill.add(key_group, key, value)
             n += 1
-    return spill.finish(lambda key: _describe_key(key, codec, max_parallelism))
+    rows = spill.finish(lambda key: _describe_key(key, codec, max_parallelism))
+    return EncodedRows(rows, unchecked)
 
 
 def _describe_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:
@@ -160,6 +183,63 @@ def _describe_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> 
     return _describe(values)
 
 
+def check_pojo_nulls(
+    parts: Iterable[tuple[Codec | None, object]], unchecked: UncheckedNulls
+) -> None:
+    """Refuse a null going into a POJO field that the job's class declares primitive: Flink's
+    restore fails on it ("Can not set int field … to null value"). Nulls going into fields
+    whose class statectl has not read are counted in `unchecked`."""
+    for codec, value in parts:
+        if codec is None:
+            continue
+        for pojo, name in null_fields(codec, value):
+            primitive = pojo.primitive(name)
+            if primitive is not None:
+                raise FormatError(
+                    f"field {name!r} of {pojo.type_class} is null, but the job's class "
+                    f"declares it a primitive {primitive}: Flink cannot restore that"
+                )
+            if not pojo.checked(name):
+                unchecked[pojo.type_class, name] += 1
+
+
+def pojo_fields_with_nulls(
+    batches: Iterable[pa.RecordBatch], codec: StateCodec, fields: set[tuple[str, str]]
+) -> set[tuple[str, str]]:
+    """Which of these (POJO class, field) hold a null somewhere in the batches (a state's
+    table): read until all of them are found."""
+    found: set[tuple[str, str]] = set()
+    for batch in batches:
+        columns = _columns(batch, codec)
+        for row in zip(*columns.values(), strict=True):
+            for part, value in row_parts(codec, dict(zip(columns, row, strict=True))):
+                if part is not None:
+                    found.update((p.type_class, n) for p, n in null_fields(part, value))
+            if fields <= found:
+                return fields
+    return found & fields
+
+
+def _holds_primitive_fields(codec: StateCodec) -> bool:
+    """Whether a part of the state may be a POJO with a field a primitive serializer writes."""
+    parts = (codec.key, codec.namespace, codec.user_key, codec.user_value_codec())
+    return any(map(has_primitive_fields, parts))
+
+
+def row_parts(
+    codec: StateCodec, values: dict[str, object]
+) -> Iterator[tuple[Codec | None, object]]:
+    """Each part of a row with its codec (a keyed LIST's elements one by one)."""
+    yield codec.key, values.get("key")
+    yield codec.namespace, values.get("namespace")
+    yield codec.user_key, values.get("user_key")
+    value, element = values.get("value"), codec.user_value_codec()
+    if codec.kind == "LIST" and codec.keyed and isinstance(value, list):
+        yield from ((element, v) for v in value)
+    else:
+        yield element, value
+
+
 @dataclass(frozen=True)
 class OperatorRows:
     """An operator state's table as its elements: list and union state's by subtask, or the
@@ -168,12 +248,15 @@ class OperatorRows:
     elements: dict[int, list[bytes]] | None
     broadcast: bytes | None
     count: int
+    unchecked_nulls: UncheckedNulls = dataclass_field(default_factory=Counter)
 
 
 def encode_operator_rows(table: pa.Table, codec: StateCodec, parallelism: int) -> OperatorRows:
     """Every row of a conformed operator-state table: `subtask`, `value` (one element each), or
     a broadcast state's `key`, `value` (one map entry each)."""
     columns = _columns(table, codec)
+    unchecked: UncheckedNulls = Counter()
+    nulls_to_check = _holds_primitive_fields(codec)
     if codec.kind == "BROADCAST":
         entries: list[tuple[bytes, bytes]] = []
         seen: set[bytes] = set()
@@ -181,6 +264,8 @@ def encode_operator_rows(table: pa.Table, codec: StateCodec, parallelism: int) -
             if key is None:
                 raise FormatError(f"row {n}: key is null")
             try:
+                if nulls_to_check:
+                    check_pojo_nulls(row_parts(codec, {"key": key, "value": value}), unchecked)
                 encoded = codec.encode_key(key)
                 entry = (encoded, codec.encode_value(value))
             except FormatError as exc:
@@ -189,7 +274,7 @@ def encode_operator_rows(table: pa.Table, codec: StateCodec, parallelism: int) -
                 raise FormatError(f"row {n}: key {key!r} appears more than once")
             seen.add(encoded)
             entries.append(entry)
-        return OperatorRows(None, build_broadcast_element(entries), len(entries))
+        return OperatorRows(None, build_broadcast_element(entries), len(entries), unchecked)
     elements: dict[int, list[bytes]] = {}
     for n, (subtask, value) in enumerate(zip(columns["subtask"], columns["value"], strict=True)):
         if subtask is None or not 0 <= subtask < parallelism:
@@ -199,13 +284,16 @@ def encode_operator_rows(table: pa.Table, codec: StateCodec, parallelism: int) -
         if value is None:
             raise FormatError(f"row {n}: value is null: a list state stores none")
         try:
+            if nulls_to_check:
+                check_pojo_nulls(row_parts(codec, {"value": value}), unchecked)
             elements.setdefault(subtask, []).append(codec.encode_value(value))
         except FormatError as exc:
             raise FormatError(f"row {n}: {exc.message}") from None
-    return OperatorRows(elements, None, sum(len(e) for e in elements.values()))
+    count = sum(len(e) for e in elements.values())
+    return OperatorRows(elements, None, count, unchecked)
 
 
-def _columns(table: pa.Table, codec: StateCodec) -> dict[str, list[Any]]:
+def _columns(table: pa.Table | pa.RecordBatch, codec: StateCodec) -> dict[str, list[Any]]:
     """Each column's values as its codec's values (`StateCodec.column_from_arrow`)."""
     return {name: codec.column_from_arrow(name, table.column(name)) for name in table.column_names}
 

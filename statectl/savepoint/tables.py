@@ -36,6 +36,8 @@ from statectl.savepoint.keyed import block_spans, iter_blocks
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from statectl.formats.class_files import ClassFinder
+
 Int64s = npt.NDArray[np.int64]
 Bools = npt.NDArray[np.bool_]
 
@@ -207,11 +209,14 @@ def operator_batches(
         yield columns.batch()
 
 
-def operator_state_codec(file: OperatorFile, state: str) -> StateCodec:
-    """An operator state's codec, from the serializers in its file's header."""
+def operator_state_codec(
+    file: OperatorFile, state: str, classpath: ClassFinder | None = None
+) -> StateCodec:
+    """An operator state's codec, from the serializers in its file's header (and the job's
+    classes, when given)."""
     mode = next(s.mode for s in file.handle.states if s.name == state)
     meta = file.state_metas().get(state)
-    return operator_codec(meta, entries.OPERATOR_KINDS[mode], file.flink_major)
+    return operator_codec(meta, entries.OPERATOR_KINDS[mode], file.flink_major, classpath)
 
 
 # --- batches of entries: every entry of many blocks at once -----------------------------------

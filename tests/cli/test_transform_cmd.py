@@ -9,10 +9,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import statectl
 from statectl.cli.main import main
+from tests.formats.test_class_files import NEEDS_JAVAC, values_classes
 
 SOURCE = str(
     Path(__file__).parents[1] / "fixtures" / "values" / "2.3.0-hashmap-canonical" / "savepoint"
@@ -57,6 +59,21 @@ def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
                     return batch
                 keys = pa.array(range(batch.num_rows), pa.int64())
                 return batch.set_column(0, "key", keys)
+
+            def null_count(batch):
+                return _set_field(batch, "count")
+
+            def null_score(batch):
+                return _set_field(batch, "score")
+
+            def _set_field(batch, name):
+                value = batch.column("value")
+                fields = [
+                    pa.nulls(len(value), f.type) if f.name == name else value.field(f.name)
+                    for f in value.type
+                ]
+                nulled = pa.StructArray.from_arrays(fields, fields=list(value.type))
+                return batch.set_column(2, "value", nulled)
             """
         )
     )
@@ -227,3 +244,82 @@ def test_a_key_of_another_type_in_one_batch_only_is_the_function_s_error(
         "the batches before it gave string\n"
     )
     assert not out.exists()
+
+
+def job_classes(tmp_path: Path) -> Path:
+    """The values job's POJO classes as javac lays them out (`count` is an `int`, `score` a
+    `Double`): a jar for --classpath."""
+    from tests.formats.test_class_files import class_bytes, field, write_jar
+
+    pojo_fields = [
+        field("id", "J"), field("count", "I"), field("name", "Ljava/lang/String;"),
+        field("score", "Ljava/lang/Double;"), field("inner", "Lstatectl/values/Model$Inner;"),
+    ]  # fmt: skip
+    classes = {
+        "statectl.values.Model$Pojo": class_bytes("statectl.values.Model$Pojo", fields=pojo_fields),
+        "statectl.values.Model$Inner": class_bytes(
+            "statectl.values.Model$Inner",
+            fields=[field("label", "Ljava/lang/String;"), field("n", "I")],
+        ),
+    }
+    return write_jar(tmp_path / "job.jar", classes)
+
+
+@pytest.mark.parametrize(
+    "classes", ["built", pytest.param("javac", marks=NEEDS_JAVAC)]
+)  # fmt: skip
+def test_a_null_into_a_primitive_field_is_refused_with_the_job_s_classes(
+    tmp_path: Path, module: str, capsys: pytest.CaptureFixture[str], classes: str
+) -> None:
+    """Flink's restore fails on it ("Can not set int field ...count to null value"); the
+    snapshot alone cannot tell `int` from `Integer` (IntSerializer writes both). The classes:
+    built here as javac lays them out, or the values job's compiled by javac (a folder)."""
+    out = tmp_path / "out"
+    jar = job_classes(tmp_path) if classes == "built" else values_classes()
+    code, stdout, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "pojo",
+         "--python", f"{module}:null_count", "--classpath", str(jar)], capsys,
+    )  # fmt: skip
+    assert (code, stdout) == (1, "")
+    assert err == (
+        "statectl: error: values: state 'pojo': row 0: field 'count' of "
+        "statectl.values.Model$Pojo is null, but the job's class declares it a primitive int: "
+        "Flink cannot restore that\n"
+    )
+    assert not out.exists()
+    code, _, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "pojo",
+         "--python", f"{module}:null_score", "--classpath", str(jar), "--json"], capsys,
+    )  # fmt: skip
+    assert (code, err) == (0, "")  # a Double field takes a null
+    assert {r["value"]["score"] for r in read_rows(out, "pojo")} == {None}
+
+
+def test_a_null_into_a_field_of_a_class_not_read_is_a_warning(
+    tmp_path: Path, module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, _, err = run(
+        ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "pojo",
+         "--python", f"{module}:null_count", "--json"], capsys,
+    )  # fmt: skip
+    assert code == 0
+    assert err == (
+        "statectl: warning: values: state 'pojo': 16 rows set field 'count' of "
+        "statectl.values.Model$Pojo to null; statectl has not read that class: if the job "
+        "declares the field a primitive, Flink cannot restore it (give the job's classes with "
+        "--classpath to check)\n"
+    )
+    assert {r["value"]["count"] for r in read_rows(out, "pojo")} == {None}
+    # the library says the same: `State.replace` returns the warning
+    state = statectl.open(SOURCE).operator("values").state("pojo")
+    edits = sys.modules[module]
+    table = pa.Table.from_batches([edits.null_count(b) for b in state.read()])
+    assert state.replace(table) == (err.removeprefix("statectl: warning: ").strip(),)
+
+
+def read_rows(path: Path, state: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = (
+        statectl.open(str(path)).operator("values").state(state).to_arrow().to_pylist()
+    )
+    return rows

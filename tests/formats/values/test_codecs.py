@@ -215,3 +215,36 @@ def test_descriptions() -> None:
         "POJO ex.Person{addr POJO ex.Address{city STRING, zip INT}, age INT, count BIGINT, "
         "name STRING, tags LIST<STRING>}"
     )
+
+
+def test_nulls_into_fields_a_primitive_serializer_writes_are_found_at_any_depth() -> None:
+    """What `transform` checks against the job's classes: a null Flink cannot restore into an
+    `int` field (IntSerializer writes `int` and `Integer` alike), wherever the POJO is."""
+    from statectl.formats.values import scalars
+    from statectl.formats.values.composites import ListCodec, MapCodec, NullableCodec, TtlCodec
+    from statectl.formats.values.pojo import PojoCodec, has_primitive_fields, null_fields
+
+    inner = PojoCodec("p.Inner", ["n", "label"], [scalars.INT, scalars.STRING], [], {})
+    dog = PojoCodec("p.Dog", ["legs"], [scalars.INT], [], {})
+    animal = PojoCodec("p.Animal", ["name"], [scalars.STRING], [], {"p.Dog": dog})
+    outer = PojoCodec(
+        "p.Outer",
+        ["count", "inner", "items", "by_key", "pet"],
+        [scalars.LONG, inner, ListCodec(inner), MapCodec(scalars.STRING, NullableCodec(inner, 0)),
+         animal],
+        [],
+        {},
+    )  # fmt: skip
+    value = {
+        "count": None,
+        "inner": {"n": None, "label": None},  # a String field takes a null: not reported
+        "items": [{"n": 1, "label": "a"}, {"n": None, "label": "b"}],
+        "by_key": [("x", {"n": None, "label": None}), ("y", None)],
+        "pet": {"name": "rex", "legs": None, "__class": "p.Dog"},
+    }
+    found = sorted(
+        (pojo.type_class, name) for pojo, name in null_fields(TtlCodec(outer), TtlValue(1, value))
+    )
+    assert found == [("p.Dog", "legs"), *[("p.Inner", "n")] * 3, ("p.Outer", "count")]
+    assert has_primitive_fields(ListCodec(animal))  # through a subclass
+    assert not has_primitive_fields(ListCodec(PojoCodec("p.S", ["s"], [scalars.STRING], [], {})))
