@@ -78,7 +78,7 @@ from statectl.formats.values.json_form import (
     time_of_day_json,
 )
 from statectl.formats.values.model import Codec, Context, Undecodable, register
-from statectl.formats.values.scalars import decimal_of, unscaled_of
+from statectl.formats.values.scalars import MAX_DECIMAL_SCALE, decimal_of, unscaled_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -806,6 +806,8 @@ def _decimal(
     precision, scale = schema.get("precision"), schema.get("scale", 0)
     if not (isinstance(precision, int) and isinstance(scale, int)):
         return None
+    if scale > MAX_DECIMAL_SCALE:  # its values' plain strings would hold that many digits
+        raise Undecodable(f"Avro decimal of scale {scale} (statectl reads {MAX_DECIMAL_SCALE})")
     # Java's bound, computed without the 2^(8 size) it stands for
     fits = size is None or (size > 0 and math.floor(math.log10(2) * (8 * size - 1)) >= precision)
     if precision > 0 and 0 <= scale <= precision and fits:

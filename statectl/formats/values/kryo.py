@@ -65,7 +65,7 @@ from statectl.formats.values.json_form import (
 )
 from statectl.formats.values.kryo_fields import KryoClasses, TypeArgument
 from statectl.formats.values.model import Codec, Context, Raw, Undecodable, register
-from statectl.formats.values.scalars import decimal_of, unscaled_of
+from statectl.formats.values.scalars import MAX_DECIMAL_SCALE, decimal_of, unscaled_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,7 +74,6 @@ KRYO_SNAPSHOT = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializer
 
 MAX_DEPTH = 64  # objects nested in one value
 MAX_SHARED_NODES = 1 << 22  # objects a value may add through back-references (and null runs)
-MAX_DECIMAL_SCALE = 1 << 20
 _NULL, _NOT_NULL, _NAME_TAG = 0, 1, 1  # class tag 1: a class name (Kryo's NAME = -1, plus 2)
 
 # Kryo's own registrations (ids 0-8, Kryo 2 also 9 = void): a wrapper shares its primitive's id.

@@ -220,6 +220,8 @@ class JavaBigInteger(int):
 
 
 _BIG_CONSTANTS = {1: 0, 2: 1, 3: 10}  # code → value; code 0 is null
+# A decimal's plain string (its JSON and Arrow form) holds |scale| digits: 2^31 in 9 bytes.
+MAX_DECIMAL_SCALE = 1 << 20
 
 
 def read_big_integer(buf: memoryview, pos: int) -> tuple[int | None, int]:
@@ -254,6 +256,8 @@ def _read_big_decimal(buf: memoryview, pos: int) -> tuple[Decimal | None, int]:
     if unscaled is None:
         return None, pos
     (scale,) = struct.unpack_from(">i", buf, pos)
+    if abs(scale) > MAX_DECIMAL_SCALE:
+        raise FormatError(f"BigDecimal with scale {scale} at offset {pos}")
     return decimal_of(unscaled, scale), pos + 4
 
 

@@ -70,3 +70,32 @@ def test_an_unknown_serializer_class_stays_raw_and_names_it() -> None:
 def test_random_bytes_never_escape_as_an_exception(data: bytes) -> None:
     for snapshot in (STRING, LONG, INT, LIST_OF_STRING, PERSON):
         decode_with(codec_for(snapshot), data)  # a value, None or Raw: never an exception
+
+
+def test_a_decimal_scale_of_billions_stays_raw_before_its_plain_string_is_built() -> None:
+    """A decimal's JSON and Arrow form is its plain string, |scale| digits long: a 9-byte
+    BigDecimal of scale 2^31 - 1 made every export ask for 2 GB per value."""
+    import struct
+
+    from statectl.formats.values import scalars
+    from statectl.formats.values.scalars import MAX_DECIMAL_SCALE
+    from tests.formats.test_bombs import bounded
+    from tests.formats.values.test_avro import avro_codec
+
+    def big_decimal(scale: int) -> bytes:
+        return struct.pack(">i", 5) + b"\x07" + struct.pack(">i", scale)
+
+    def exported(codec: object, data: bytes) -> object:
+        value = decode_with(codec, data)  # type: ignore[arg-type]
+        return value if isinstance(value, Raw) else codec.to_json(value)  # type: ignore[attr-defined]
+
+    assert bounded(lambda: exported(scalars.BIG_DECIMAL, big_decimal((1 << 31) - 1))) == "no error"
+    for scale in ((1 << 31) - 1, -(1 << 31), MAX_DECIMAL_SCALE + 1):
+        raw = exported(scalars.BIG_DECIMAL, big_decimal(scale))
+        assert isinstance(raw, Raw) and raw.reason == f"BigDecimal with scale {scale} at offset 5"
+    at_limit = exported(scalars.BIG_DECIMAL, big_decimal(MAX_DECIMAL_SCALE))
+    assert isinstance(at_limit, str) and len(at_limit) == MAX_DECIMAL_SCALE + 2  # "0.000…7"
+    big = (1 << 31) - 1
+    avro = avro_codec(f'{{"type":"bytes","logicalType":"decimal","precision":{big},"scale":{big}}}')
+    assert isinstance(avro, RawCodec)
+    assert avro.reason == f"Avro decimal of scale {big} (statectl reads {MAX_DECIMAL_SCALE})"
