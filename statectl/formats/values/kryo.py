@@ -65,7 +65,12 @@ from statectl.formats.values.json_form import (
 )
 from statectl.formats.values.kryo_fields import KryoClasses, TypeArgument
 from statectl.formats.values.model import Codec, Context, Raw, Undecodable, register
-from statectl.formats.values.scalars import MAX_DECIMAL_SCALE, decimal_of, unscaled_of
+from statectl.formats.values.scalars import (
+    MAX_DECIMAL_SCALE,
+    check_text_digits,
+    decimal_of,
+    unscaled_of,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -674,6 +679,7 @@ def _read_string_object(r: Reader, _cls: str) -> str:
 def _read_big_integer(r: Reader, _cls: str = "") -> int:
     start = r.pos
     length = r.count("BigInteger", True)
+    check_text_digits(length, start)
     data = bytes(r.take(length))
     value = int.from_bytes(data, "big", signed=True)
     if not data or _big_bytes(value) != data:

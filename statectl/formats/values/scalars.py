@@ -8,7 +8,9 @@ Every layout here is identical in Flink 1.15–2.3.
 
 from __future__ import annotations
 
+import math
 import struct
+import sys
 from collections.abc import Callable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -224,6 +226,18 @@ _BIG_CONSTANTS = {1: 0, 2: 1, 3: 10}  # code → value; code 0 is null
 MAX_DECIMAL_SCALE = 1 << 20
 
 
+def check_text_digits(length: int, at: int) -> None:
+    """Refuse a BigInteger of `length` bytes whose decimal text (its JSON and Arrow form)
+    Python will not write: past `sys.get_int_max_str_digits()` digits (4300 by default) the
+    conversion takes quadratic time, and it raises."""
+    limit = sys.get_int_max_str_digits()
+    if limit and length * 8 * math.log10(2) > limit:
+        raise FormatError(
+            f"BigInteger of {length} bytes at offset {at}: more than the {limit} digits "
+            "Python writes as text"
+        )
+
+
 def read_big_integer(buf: memoryview, pos: int) -> tuple[int | None, int]:
     (code,) = struct.unpack_from(">i", buf, pos)
     pos += 4
@@ -234,6 +248,7 @@ def read_big_integer(buf: memoryview, pos: int) -> tuple[int | None, int]:
     length = code - 4
     if length < 1 or pos + length > len(buf):
         raise FormatError(f"BigInteger of {length} bytes at offset {pos - 4} does not fit")
+    check_text_digits(length, pos - 4)
     value = int.from_bytes(buf[pos : pos + length], "big", signed=True)
     if value in (0, 1, 10):
         value = JavaBigInteger(value)

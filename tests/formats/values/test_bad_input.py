@@ -99,3 +99,39 @@ def test_a_decimal_scale_of_billions_stays_raw_before_its_plain_string_is_built(
     avro = avro_codec(f'{{"type":"bytes","logicalType":"decimal","precision":{big},"scale":{big}}}')
     assert isinstance(avro, RawCodec)
     assert avro.reason == f"Avro decimal of scale {big} (statectl reads {MAX_DECIMAL_SCALE})"
+
+
+def test_a_big_integer_longer_than_python_writes_as_text_stays_raw() -> None:
+    """Python refuses to write an int of more than 4300 digits (the conversion is quadratic):
+    a 3000-byte BigInteger decoded, then failed its JSON, an internal error of `export`."""
+    import math
+    import struct
+    import sys
+
+    from statectl.formats.values import scalars
+
+    widest = int(sys.get_int_max_str_digits() / (8 * math.log10(2)))
+    for length, readable in ((widest, True), (widest + 1, False), (3000, False)):
+        data = struct.pack(">i", length + 4) + b"\x7f" * length
+        for codec, tail in ((scalars.BIG_INTEGER, b""), (scalars.BIG_DECIMAL, b"\x00" * 4)):
+            value = decode_with(codec, data + tail)
+            assert isinstance(value, Raw) != readable, (length, codec)
+            if readable:
+                assert len(codec.to_json(value)) >= widest * 2
+            else:
+                assert value.reason.startswith(f"BigInteger of {length} bytes at offset 0: more")
+
+
+def test_a_kryo_big_integer_longer_than_python_writes_as_text_stays_raw() -> None:
+    from statectl.formats.values.kryo import KryoObject
+    from tests.formats.values.test_kryo import kryo
+
+    codec = kryo("java.lang.Object", 2)
+    for digits, readable in ((4000, True), (5000, False)):
+        data = codec.encode(KryoObject("java.math.BigInteger", 10**digits))
+        value = decode_with(codec, data)
+        assert isinstance(value, Raw) != readable, digits
+        if readable:
+            assert codec.to_json(value) == "1" + "0" * digits
+        else:
+            assert "more than the 4300 digits Python writes as text" in value.reason
