@@ -6,7 +6,8 @@ a compression flag, the key serializer snapshot (keyed), and per state its name,
 type, options and serializer snapshots (`serializer_snapshots`). Headers are copied as bytes, so a
 header that cannot be read to the end yields what was read plus `complete=False`; only a header
 broken before its state list, or with serializer snapshots nested too deep to read past
-(`NestedTooDeep`), raises `FormatError`.
+(`NestedTooDeep`), raises `FormatError`. Readers of entries need every state
+(`require_state_list`).
 """
 
 from __future__ import annotations
@@ -147,6 +148,22 @@ def _first_unparsed(snapshot: SerializerSnapshot | None) -> SerializerSnapshot |
     if snapshot is None or not snapshot.parsed:
         return snapshot
     return next((found for n in snapshot.nested if (found := _first_unparsed(n))), None)
+
+
+def state_list_problem(header: KeyedStateHeader | OperatorStateHeader, what: str) -> str | None:
+    """Why `header`'s state list was not read to its end, or None when it was."""
+    if header.problem is None:
+        return None
+    return f"{what} header read in part ({header.problem}): the states after that cannot be read"
+
+
+def require_state_list(header: KeyedStateHeader | OperatorStateHeader, what: str) -> None:
+    """Raise unless `header`'s state list was read to its end. Entries name their state by its
+    index in that list and elements by its name: a reader given only the states before a break
+    would drop (or misname) the rows of those after it, so it refuses the file instead."""
+    problem = state_list_problem(header, what)
+    if problem is not None:
+        raise FormatError(problem)
 
 
 # --- keyed headers -------------------------------------------------------------------------

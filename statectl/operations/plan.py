@@ -20,7 +20,7 @@ from statectl.operations.rescale.load import SubtaskLoads, default_candidates, s
 from statectl.operations.rescale.plan import OldOperatorState, RescalePlan, subtasks_by_index
 from statectl.savepoint import native
 from statectl.savepoint.entries import heap_entry_counts
-from statectl.savepoint.keyed import block_spans, canonical_header, is_heap_snapshot, iter_blocks
+from statectl.savepoint.keyed import block_spans, entries_header, is_heap_snapshot, iter_blocks
 from statectl.savepoint.model import Savepoint, describe_operator, has_state
 
 _HOTTEST = 5  # hot key groups named in a recommendation
@@ -193,7 +193,7 @@ def _add_canonical(
         sizes[span.key_group] += span.length
     if entries is None:
         return
-    header = canonical_header(stream, handle)
+    header = entries_header(stream, handle)
     if is_heap_snapshot(sp, handle):
         flink = flink_major(sp.metadata.version)
         for key_group, per_state in heap_entry_counts(stream, handle, header, len(sizes), flink):

@@ -27,6 +27,7 @@ from statectl.savepoint import entries as state_entries
 from statectl.savepoint import native
 from statectl.savepoint.keyed import (
     block_spans,
+    entries_header,
     is_heap_snapshot,
     iter_blocks,
     keyed_handle_bytes,
@@ -210,6 +211,7 @@ def _keyed_states(
                 codecs[state.name] = keyed_codec(state, header.key_serializer_snapshot, flink)
         if deep and isinstance(handle, KeyGroupsHandle) and handle.delegate is not None:
             stream = sp.stream(handle.delegate)
+            header = entries_header(stream, handle)  # entries are counted by every state
             if is_heap_snapshot(sp, handle):
                 for _, counts in state_entries.heap_entry_counts(
                     stream, handle, header, max_parallelism, flink

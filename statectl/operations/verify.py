@@ -509,6 +509,10 @@ class _Checker:
             said = exc.message.startswith("keyed state header")  # the parser's own words
             self.add(at, exc.message if said else f"keyed state header: {exc.message}")
             return None
+        problem = state_headers.state_list_problem(header, "keyed state")
+        if self.deep and problem is not None:  # the readers of entries refuse it (§4.2)
+            self.add(at, problem)
+            return None
         if not header.complete:
             self.note(
                 f"{description}: keyed state header read in part "
@@ -608,6 +612,10 @@ class _Checker:
         if not managed:
             return
         header = state_headers.parse_operator_header(head[: layout.header_length])
+        problem = state_headers.state_list_problem(header, "operator state")
+        if self.deep and problem is not None:  # the readers of elements refuse it (§3.1)
+            self.add(at, problem)
+            return
         if not header.complete:
             self.note(
                 f"{stream.description}: operator state header read in part "

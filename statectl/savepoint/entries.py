@@ -42,7 +42,7 @@ from statectl.savepoint.keyed import (
     StateIdMap,
     batches,
     block_spans,
-    canonical_header,
+    entries_header,
     is_heap_snapshot,
     iter_blocks,
 )
@@ -84,7 +84,7 @@ class _KeyGroupsStream(_SubtaskKeyedState):
     stream: StateStream
 
     def header(self) -> KeyedStateHeader:
-        return canonical_header(self.stream, self.handle)
+        return entries_header(self.stream, self.handle)
 
     @property
     def description(self) -> str:
@@ -197,6 +197,7 @@ def heap_key_group_rows(
     What rescale writes as canonical blocks or RocksDB rows, and re-hashes."""
     try:
         info = state_headers.parse_keyed_header(header)
+        state_headers.require_state_list(info, "keyed state")
     except StatectlError as exc:
         raise exc.with_source(stream.description) from None
     states = heap_snapshot.heap_states(info, flink)
@@ -401,7 +402,7 @@ class OperatorFile:
         try:
             data = stream.read()  # one subtask's operator state: small by design in Flink
             layout = operator_state.file_layout(self.handle.states, stream.size, data)
-            header = state_headers.parse_operator_header(data[: layout.header_length])
+            header = _operator_header(data[: layout.header_length])
             metas = {s.name: s for s in header.states}
             for state in layout.states:
                 kind = OPERATOR_KINDS[state.mode]
@@ -424,10 +425,18 @@ class OperatorFile:
         """Each state's serializers, from the file's header (its elements are not read)."""
         layout, head = operator_file_layout(self.stream, self.handle)
         try:
-            header = state_headers.parse_operator_header(head[: layout.header_length])
+            header = _operator_header(head[: layout.header_length])
         except StatectlError as exc:
             raise exc.with_source(self.stream.description) from None
         return {s.name: s for s in header.states}
+
+
+def _operator_header(data: bytes) -> state_headers.OperatorStateHeader:
+    """An operator-state file's header with its state list read in full: a broadcast state
+    without its serializers cannot be split into entries (`require_state_list`)."""
+    header = state_headers.parse_operator_header(data)
+    state_headers.require_state_list(header, "operator state")
+    return header
 
 
 def operator_file_layout(

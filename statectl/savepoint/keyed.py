@@ -69,6 +69,17 @@ def canonical_header(stream: StateStream, handle: KeyGroupsHandle) -> KeyedState
     return read_header(stream, header_end(stream, handle))[1]
 
 
+def entries_header(stream: StateStream, handle: KeyGroupsHandle) -> KeyedStateHeader:
+    """The header of a canonical file whose entries are read: its state list read in full
+    (`state_headers.require_state_list`)."""
+    header = canonical_header(stream, handle)
+    try:
+        state_headers.require_state_list(header, "keyed state")
+    except StatectlError as exc:
+        raise exc.with_source(stream.description) from None
+    return header
+
+
 def keyed_header(sp: Savepoint, handle: KeyedHandle) -> KeyedStateHeader | None:
     """The header of a keyed handle (canonical file or native meta file) as far as it parses;
     None for changelog handles. `native.meta_header` adds what reading a native instance needs."""

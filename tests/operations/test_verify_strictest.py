@@ -260,23 +260,18 @@ def test_equal_offsets_are_refused_by_verify_as_by_the_readers(tmp_path: Path) -
     )
 
 
-def test_states_past_a_header_read_in_part_are_unknown_to_verify(tmp_path: Path) -> None:
-    """A flipped byte stops the header's state list early: blocks then name states the readers
-    cannot resolve, and verify walks them against the same (partial) list."""
+def test_a_header_read_in_part_is_one_finding_as_the_readers_refuse_it(tmp_path: Path) -> None:
+    """A flipped byte stops the header's state list early: the states past it are unknown, so
+    verify reports the header once and the readers refuse the file with the same words."""
     sp = _one("hashmap_canonical_files", "keyed-str.0.keyed@774^ff", tmp_path)
     path = _keyed_file(sp, "keyed-str", 0)
-    lines = _verify_lines(sp)
-    assert lines[0] == (
-        f"{path}: operator keyed-str, subtask 0: key group 0: unknown state id 1 at offset 0 "
-        "of a key-group block (the header lists 1 states)"
+    problem = (
+        "keyed state header read in part (state #1 at offset 546: invalid modified UTF-8 string: "
+        "invalid start byte at offset 722): the states after that cannot be read"
     )
-    assert all("unknown state id" in line for line in lines)
+    assert _verify_lines(sp) == [f"{path}: operator keyed-str, subtask 0: {problem}"]
     code, _, err = run_cli("inspect", "--deep", str(sp))
-    assert (code, err) == (
-        1,
-        f"statectl: error: {path} (key group 0): unknown state id 1 at offset 0 of a key-group "
-        "block (the header lists 1 states)\n",
-    )
+    assert (code, err) == (1, f"statectl: error: {path}: {problem}\n")
 
 
 def test_keys_that_do_not_split_are_a_finding(tmp_path: Path) -> None:
