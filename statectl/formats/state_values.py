@@ -9,7 +9,8 @@ element and each MAP value (§5.1): their last-access times are read apart from 
 Operator list elements are one value each; broadcast state is `i32 n, n × (key, value)`.
 
 Every part decodes to a value or, when statectl cannot read it, to `Raw` with the reason: a
-value that does not decode never stops a read.
+value that does not decode never stops a read. `Raw.corrupt` tells bytes that contradict a type
+statectl knows completely from a type it cannot decode (`formats.values.model`).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.values import (
     Codec,
     Context,
+    CorruptSnapshot,
     Raw,
     RawCodec,
     TtlCodec,
     TtlValue,
+    Undecodable,
     codec_for,
 )
 from statectl.formats.values.arrow_in import arrow_values, value_from_arrow, values_from_arrow
@@ -79,11 +82,17 @@ def decode_with(codec: Codec | None, data: Buffer) -> Any:
     if codec is None:
         return Raw(bytes(data), "unknown", "no serializer")
     if isinstance(codec, RawCodec):
-        return Raw(bytes(data), codec.type_class, codec.reason)
+        return Raw(bytes(data), codec.type_class, codec.reason, codec.corrupt)
     try:
         return codec.decode(data)
     except DECODE_ERRORS as exc:
-        return Raw(bytes(data), codec.type_class or codec.describe(), _reason(exc))
+        return Raw(bytes(data), codec.type_class or codec.describe(), _reason(exc), _corrupt(exc))
+
+
+def _corrupt(exc: BaseException) -> bool:
+    """Whether a decoder's error means corrupt bytes (or snapshot) rather than a type statectl
+    cannot decode (`Undecodable`: a custom serializer, a Kryo class it does not have)."""
+    return isinstance(exc, CorruptSnapshot) or not isinstance(exc, Undecodable)
 
 
 def _reason(exc: BaseException) -> str:
@@ -201,7 +210,7 @@ class StateCodec:
                 return self._unwrap(map_value(codec, data))
             return self._unwrap(codec.decode(data))
         except DECODE_ERRORS as exc:
-            return Decoded(Raw(bytes(data), self.value_type, _reason(exc)))
+            return Decoded(Raw(bytes(data), self.value_type, _reason(exc), _corrupt(exc)))
 
     # --- encoding: the inverses of the decoders (write-back of edited values) ---
 
@@ -412,6 +421,10 @@ def _nested(snapshot: SerializerSnapshot | None, class_name: str, count: int) ->
 
 
 def _codec(snapshot: SerializerSnapshot | None, context: Context) -> Codec:
+    """The codec of a serializer Flink always writes for the state: none is a damaged header
+    (a serializer key or the List/Map/Timer snapshot around it flipped)."""
+    if snapshot is None:
+        return RawCodec("unknown", "no serializer snapshot", corrupt=True)
     return codec_for(snapshot, context)
 
 

@@ -8,8 +8,11 @@ serializer-proxy headers parse (§3.1, §4.2); operator-state offsets lie inside
 verified for compressed blocks, §4.5), every key splits into its parts (§4.6), carries the key
 group of the block it is in and, for key types statectl knows (§7), the key group its Java hash
 gives (§6.1); the subtasks' keyed headers merge into one (what rescale writes); operator-state
-elements and broadcast maps read as the readers read them, and elements of known types parse to
-their ends.
+elements and broadcast maps read as the readers read them. Values, map user keys, list elements
+and broadcast entries decode with the codecs `export` decodes them with: where the type is one
+statectl reads completely (Flink's own serializers), a value or serializer snapshot that does not
+decode is corruption, a finding (`Raw.corrupt`); a type it cannot decode (a custom serializer,
+Kryo without the job's classes) leaves its values unchecked, counted in a note.
 
 The format rules are not repeated here: offsets, headers, blocks, entries and operator-state
 elements are read by the functions `inspect`, `diff`, `export` and `rescale` read them with
@@ -32,7 +35,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError, one_line
+from statectl.errors import SavepointError, StatectlError, UnsupportedError, one_line
 from statectl.formats import heap_snapshot, operator_state, snappy_framed, state_headers
 from statectl.formats.handles import (
     ChangelogByteIncrementHandle,
@@ -59,9 +62,9 @@ from statectl.formats.metadata import (
     read_metadata,
     write_metadata,
 )
+from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_values import StateCodec, flink_major
-from statectl.formats.values import Raw
-from statectl.formats.values.scalars import Scalar
+from statectl.formats.values import Raw, RawCodec, registered
 from statectl.savepoint import entries, writer
 from statectl.savepoint.keyed import (
     block_spans,
@@ -213,6 +216,9 @@ class _Checker:
     headers: list[tuple[int | None, str, state_headers.KeyedStateHeader]] = field(
         default_factory=list
     )
+    # The current operator's values of types statectl cannot decode, per state, and why (deep).
+    unchecked: Counter[str] = field(default_factory=Counter)
+    unchecked_reasons: dict[str, str] = field(default_factory=dict)
 
     @property
     def flink(self) -> int:
@@ -287,6 +293,7 @@ class _Checker:
         subtasks = self._subtask_indexes(op)
         ranges: list[tuple[int, int, int]] = []
         self.headers = []
+        self.unchecked, self.unchecked_reasons = Counter(), {}
         for subtask in subtasks:
             self.stats["subtasks"] += 1
             ranges += self._subtask(op, subtask)
@@ -294,6 +301,16 @@ class _Checker:
             self._coverage(op, subtasks, ranges)
         if self.deep and len(self.headers) > 1:
             self._headers_merge(op)
+        for state, count in self.unchecked.items():
+            self.note(
+                f"operator {op.uid or op.operator_id_hex}, state {state!r}: {count} values not "
+                f"checked ({self.unchecked_reasons[state]})"
+            )
+
+    def not_checked(self, state: str, raw: Raw) -> None:
+        """A value of a type statectl cannot decode: counted for the operator's note."""
+        self.unchecked[state] += 1
+        self.unchecked_reasons.setdefault(state, raw.reason)
 
     def _headers_merge(self, op: OperatorState) -> None:
         """The subtasks' keyed headers merge into the one rescale writes to every new file."""
@@ -558,7 +575,8 @@ class _Checker:
                 instance, states, *key_groups, key_group_prefix_bytes(max_parallelism)
             )
             uncompressed = dataclasses.replace(header, compressed=False)
-            walker = _BlockWalker(self, where, max_parallelism, uncompressed)
+            at = _Where(where.op, where.subtask, instance.meta.description)  # the states' file
+            walker = _BlockWalker(self, at, max_parallelism, uncompressed)
             walker.walk(self._counted(blocks), instance.description)
             outside = native.rows_outside(instance, key_group_prefix_bytes(max_parallelism))
             if outside:
@@ -651,12 +669,25 @@ class _Checker:
             if element is None:
                 return
             counts[element.state] += 1
+            if counts[element.state] == 1:
+                problem = _snapshot_problem(entries.element_codec(element))
+                if problem:
+                    self.add(at, f"operator state {element.state!r}: {problem}")
+                    return
             try:
-                _check_element(element)
+                raws = _element_raws(element)
             except StatectlError as exc:
                 number = counts[element.state]
                 self.add(at, f"operator state {element.state!r}, element {number}: {exc.message}")
                 return
+            corrupt = [raw for raw in raws if raw.corrupt]
+            if corrupt:
+                number = counts[element.state]
+                problem = f"{len(corrupt)} values do not decode ({corrupt[0].reason})"
+                self.add(at, f"operator state {element.state!r}, element {number}: {problem}")
+                return
+            for raw in raws:
+                self.not_checked(element.state, raw)
 
     def _operator_checksums(
         self, at: _Where, stream: StateStream, layout: operator_state.OperatorFileLayout
@@ -686,12 +717,14 @@ class _BlockWalker:
     heap: bool = False  # key groups in the hashmap backend's own snapshot format
     flink: int | None = None
     _heap_states: tuple[heap_snapshot.HeapState, ...] | None = None
+    _damaged: set[str] = field(default_factory=set)  # states reported for their header entry
 
     def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
         """Walk each (key group, block) as the readers do, then check every key's key group."""
         prefix_bytes = key_group_prefix_bytes(self.max_parallelism)
         key_type = key_type_for_snapshot(self.header.key_serializer_snapshot)
-        codecs = entries.codecs_for(self.header)
+        codecs = entries.codecs_for(self.header, self.checker.flink)
+        self._damaged = self._damaged_states(codecs)
         for key_group, block in blocks:
             try:
                 found = self._entries(key_group, block)
@@ -708,6 +741,21 @@ class _BlockWalker:
                 f"{description}: key type {self.header.key_serializer} is not one statectl "
                 "hashes; keys were checked against their key-group prefix only"
             )
+
+    def _damaged_states(self, codecs: dict[str, StateCodec]) -> set[str]:
+        """States whose header entry contradicts what Flink writes: a finding each, once per
+        file (their values would all stay raw)."""
+        damaged = set()
+        for state in self.header.states:
+            problem = (
+                _state_type_problem(state)
+                or _unread_snapshot(state)
+                or _snapshot_problem(codecs[state.name])
+            )
+            if problem:
+                self.checker.add(self.at, f"state {state.name!r}: {problem}")
+                damaged.add(state.name)
+        return damaged
 
     def _entries(self, key_group: int, block: bytes) -> list[entries.KeyedEntry]:
         """The block's entries by the readers' rule (`entries.block_entries`); Snappy
@@ -733,17 +781,22 @@ class _BlockWalker:
         bad_prefix: list[int] = []
         bad_hash: list[str] = []
         unsplit: list[str] = []
+        undecoded: dict[str, list[Raw]] = {}
         for entry in found:
             prefix = int.from_bytes(entry.key[:prefix_bytes], "big")
             if prefix != key_group:
                 bad_prefix.append(prefix)
                 continue
             state = entry.state
+            codec = codecs[state.name]
             try:  # the split `export` makes of every key (§4.6)
-                entries.split_key(entry, self.max_parallelism, codecs[state.name])
+                parts = entries.split_key(entry, self.max_parallelism, codec)
             except StatectlError as exc:
                 unsplit.append(f"state {state.name!r}: {exc.message}")
                 continue
+            if state.name not in self._damaged:
+                for raw in _value_raws(codec, parts, entry.value):
+                    undecoded.setdefault(state.name, []).append(raw)
             if key_type is None or state.kind not in COMPOSITE_KEY_KINDS:
                 continue
             start = prefix_bytes + (8 if state.kind == "TIMERS" else 0)
@@ -767,6 +820,22 @@ class _BlockWalker:
                 f"key group {key_group}: {len(unsplit)} keys do not split into their parts "
                 f"({unsplit[0]})",
             )
+        self._undecoded(key_group, undecoded)
+
+    def _undecoded(self, key_group: int, undecoded: dict[str, list[Raw]]) -> None:
+        """Corrupt values are a finding per state; values of types statectl cannot decode are
+        counted for the note."""
+        for state, raws in undecoded.items():
+            corrupt = [raw for raw in raws if raw.corrupt]
+            if corrupt:
+                self.checker.add(
+                    self.at,
+                    f"key group {key_group}: {len(corrupt)} values of state {state!r} do not "
+                    f"decode ({corrupt[0].reason})",
+                )
+            for raw in raws:
+                if not raw.corrupt:
+                    self.checker.not_checked(state, raw)
 
 
 def _hash_problem(
@@ -782,19 +851,75 @@ def _hash_problem(
     return f"key {value!r} hashes to key group {actual}"
 
 
-def _check_element(element: entries.OperatorElement) -> None:
-    """A broadcast map splits as `export` splits it and holds its entry count; a list element
-    of a type statectl reads fills its bytes exactly."""
-    if element.kind == "BROADCAST":
-        operator_state.broadcast_entry_count(element.value)
-        entries.broadcast_entries(element)
-        return
+_KEYED_STATE_TYPES = ("VALUE", "LIST", "REDUCING", "FOLDING", "AGGREGATING", "MAP")  # Flink's
+
+
+def _state_type_problem(state: state_headers.StateMetaInfo) -> str | None:
+    """A keyed state type Flink does not have (`StateDescriptor.Type`): a damaged option."""
+    kind = state.options.get("KEYED_STATE_TYPE")
+    if kind is None or kind in _KEYED_STATE_TYPES:
+        return None
+    return f"unknown keyed state type {kind!r}"
+
+
+def _unread_snapshot(state: state_headers.StateMetaInfo) -> str | None:
+    """A snapshot of a class whose payload statectl reads that did not read (`parsed=False`):
+    its bytes were skipped, so they are damaged, even where its nested snapshots were found."""
+    for key, snapshot in state.serializers.items():
+        unread = [s for s in _snapshots(snapshot) if not s.parsed and registered(s.class_name)]
+        if unread:
+            part = key.removesuffix("_SERIALIZER").lower().replace("_", " ")
+            name = unread[0].class_name.rsplit(".", 1)[-1]
+            return f"{part} serializer: snapshot of {name} not understood"
+    return None
+
+
+def _snapshots(snapshot: SerializerSnapshot) -> Iterator[SerializerSnapshot]:
+    yield snapshot
+    for nested in snapshot.nested:
+        yield from _snapshots(nested)
+
+
+_PARTS = (("key", "key"), ("namespace", "namespace"), ("user_key", "map key"), ("value", "value"))
+
+
+def _snapshot_problem(codec: StateCodec) -> str | None:
+    """The first of a state's serializer snapshots that is corrupt (`RawCodec.corrupt`)."""
+    for part, name in _PARTS:
+        part_codec = getattr(codec, part)
+        if isinstance(part_codec, RawCodec) and part_codec.corrupt:
+            return f"{name} serializer: {part_codec.reason}"
+    return None
+
+
+def _value_raws(codec: StateCodec, parts: entries.KeyParts, value: bytes) -> list[Raw]:
+    """The parts of a keyed entry beyond its key that stay raw as `export` decodes them: the
+    value (each element of a LIST) and a MAP's user key."""
+    raws = []
+    if parts.user_key is not None:
+        raws.append(codec.decode_user_key(parts.user_key))
+    if codec.kind != "TIMERS":
+        raws.append(codec.decode_value(value).value)
+    return [raw for raw in raws if isinstance(raw, Raw)]
+
+
+def _element_raws(element: entries.OperatorElement) -> list[Raw]:
+    """The parts of an operator-state element that stay raw as `export` decodes them: a list
+    element, or each key and value of a broadcast map (split as `export` splits it, after
+    checking its entry count)."""
     codec = entries.element_codec(element)
-    if not isinstance(codec.value, Scalar) or not element.value:
-        return  # a richer value that does not decode stays raw: export reports it, no finding
-    decoded = codec.decode_value(element.value).value
-    if isinstance(decoded, Raw):
-        raise FormatError(decoded.reason)
+    if element.kind != "BROADCAST":
+        decoded = [codec.decode_value(element.value).value] if element.value else []
+    else:
+        count = operator_state.broadcast_entry_count(element.value)
+        pairs = entries.broadcast_entries(element)
+        if pairs is None:  # a key or value serializer statectl cannot decode
+            reason = "broadcast map of a type statectl cannot decode"
+            return [Raw(b"", codec.value_type, reason)] * count
+        decoded = []
+        for key, value in pairs:
+            decoded += [codec.decode_key(key), codec.decode_value(value).value]
+    return [part for part in decoded if isinstance(part, Raw)]
 
 
 def _runs(owners: list[list[int]]) -> Iterator[tuple[int, int, list[int]]]:

@@ -9,6 +9,7 @@ from statectl.formats.values.composites import TtlCodec
 from statectl.formats.values.model import (
     Codec,
     Context,
+    CorruptSnapshot,
     Raw,
     RawCodec,
     TtlValue,
@@ -21,6 +22,7 @@ from statectl.formats.values.model import (
 __all__ = [
     "Codec",
     "Context",
+    "CorruptSnapshot",
     "Raw",
     "RawCodec",
     "TtlCodec",

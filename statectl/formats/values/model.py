@@ -9,12 +9,18 @@ codec of every field. Each serializer family registers its factories in its own 
 Decoded values are plain Python: int, float, bool, str, bytes, `Decimal`, lists, dicts (POJO,
 Tuple and Row fields by name), lists of `(key, value)` pairs (maps); dates and times as integers
 in the unit of their Arrow type. A value no codec reads stays `Raw`: its bytes and the reason.
+
+Two kinds of raw: a type statectl cannot decode (a custom serializer, Kryo classes it does not
+have: `Undecodable`), and bytes (or a snapshot) that contradict a type it knows completely: a
+value of Flink's own serializers that does not parse, a snapshot of a class statectl reads whose
+payload does not, a class name one character off one of those (`corrupt`, `CorruptSnapshot`).
+Readers keep both raw; `verify --deep` reports the second kind as corruption.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
@@ -32,6 +38,11 @@ class Undecodable(FormatError):
     """A serializer (or one nested in it) whose bytes statectl cannot read."""
 
 
+class CorruptSnapshot(Undecodable):
+    """A serializer snapshot (or one nested in it) that contradicts what statectl knows of its
+    class: Flink would not restore it either."""
+
+
 @dataclass(frozen=True, slots=True)
 class Raw:
     """An entry's bytes that stay undecoded, with the serializer's type and the reason."""
@@ -39,6 +50,8 @@ class Raw:
     data: bytes
     type_class: str
     reason: str
+    # The bytes, or their serializer's snapshot, contradict a type statectl fully knows.
+    corrupt: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,14 +127,18 @@ class Codec:
 class RawCodec(Codec):
     """A serializer statectl does not read: its values stay bytes, with the reason."""
 
-    __slots__ = ("reason", "type_class")
+    __slots__ = ("corrupt", "reason", "type_class")
 
-    def __init__(self, type_class: str, reason: str) -> None:
+    def __init__(self, type_class: str, reason: str, corrupt: bool = False) -> None:
         self.type_class = type_class
         self.reason = reason
+        self.corrupt = corrupt  # the snapshot is damaged, not merely a type statectl lacks
 
     def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
-        raise Undecodable(self.reason)
+        raise self.error()
+
+    def error(self) -> Undecodable:
+        return CorruptSnapshot(self.reason) if self.corrupt else Undecodable(self.reason)
 
     def write(self, value: Any, out: bytearray) -> None:
         if not isinstance(value, Raw):
@@ -171,7 +188,7 @@ class Context:
         """The codec of a nested snapshot; `Undecodable` when it cannot be read."""
         codec = codec_for(snapshot, Context(self.flink_major, self.depth + 1, self.classpath))
         if isinstance(codec, RawCodec):
-            raise Undecodable(codec.reason)
+            raise codec.error()
         return codec
 
 
@@ -194,6 +211,16 @@ def registered(class_name: str) -> bool:
     return class_name in _REGISTRY
 
 
+def one_off(class_name: str) -> str | None:
+    """The registered class name `class_name` differs from in exactly one character (a flipped
+    byte of a name statectl reads), or None."""
+    same_length = (known for known in _REGISTRY if len(known) == len(class_name))
+    for known in same_length:
+        if sum(a != b for a, b in zip(known, class_name, strict=True)) == 1:
+            return known
+    return None
+
+
 def codec_for(snapshot: SerializerSnapshot | None, context: Context | None = None) -> Codec:
     """The codec of a serializer snapshot; a `RawCodec` saying why when there is none."""
     context = context or Context()
@@ -202,14 +229,19 @@ def codec_for(snapshot: SerializerSnapshot | None, context: Context | None = Non
     name = snapshot.type_name or snapshot.class_name
     if context.depth > MAX_DEPTH:
         return RawCodec(name, f"serializers nested more than {MAX_DEPTH} deep")
-    if not snapshot.parsed:
-        return RawCodec(name, f"snapshot of {short_class(snapshot.class_name)} not understood")
+    short = short_class(snapshot.class_name)
     factory = _REGISTRY.get(snapshot.class_name)
+    if not snapshot.parsed:  # a payload statectl reads (its class is registered) is corrupt
+        return RawCodec(name, f"snapshot of {short} not understood", factory is not None)
     if factory is None:
-        return RawCodec(name, f"no decoder for {short_class(snapshot.class_name)}")
+        known = one_off(snapshot.class_name)
+        if known is not None:
+            reason = f"no decoder for {short}: one character off {short_class(known)} (damaged)"
+            return RawCodec(name, reason, corrupt=True)
+        return RawCodec(name, f"no decoder for {short}")
     try:
         return factory(snapshot, context)
     except Undecodable as exc:
-        return RawCodec(name, exc.message)
+        return RawCodec(name, exc.message, isinstance(exc, CorruptSnapshot))
     except FormatError as exc:
-        return RawCodec(name, f"malformed snapshot of {short_class(snapshot.class_name)}: {exc}")
+        return RawCodec(name, f"malformed snapshot of {short}: {exc}", corrupt=True)
