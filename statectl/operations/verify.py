@@ -718,6 +718,9 @@ class _BlockWalker:
     flink: int | None = None
     _heap_states: tuple[heap_snapshot.HeapState, ...] | None = None
     _damaged: set[str] = field(default_factory=set)  # states reported for their header entry
+    # Values waiting to be decoded together, per state: (key group, map user key, value).
+    _pending: dict[str, list[tuple[int, bytes | None, bytes]]] = field(default_factory=dict)
+    _pending_bytes: int = 0
 
     def walk(self, blocks: Iterator[tuple[int, bytes]], description: str) -> None:
         """Walk each (key group, block) as the readers do, then check every key's key group."""
@@ -736,6 +739,9 @@ class _BlockWalker:
                 continue
             self.checker.stats["entries"] += len(found)
             self._keys(key_group, found, prefix_bytes, key_type, codecs)
+            if self._pending_bytes >= _VALUE_BATCH_BYTES:
+                self._decode_values(codecs)
+        self._decode_values(codecs)
         if key_type is None:
             self.checker.note(
                 f"{description}: key type {self.header.key_serializer} is not one statectl "
@@ -781,7 +787,6 @@ class _BlockWalker:
         bad_prefix: list[int] = []
         bad_hash: list[str] = []
         unsplit: list[str] = []
-        undecoded: dict[str, list[Raw]] = {}
         for entry in found:
             prefix = int.from_bytes(entry.key[:prefix_bytes], "big")
             if prefix != key_group:
@@ -794,9 +799,10 @@ class _BlockWalker:
             except StatectlError as exc:
                 unsplit.append(f"state {state.name!r}: {exc.message}")
                 continue
-            if state.name not in self._damaged:
-                for raw in _value_raws(codec, parts, entry.value):
-                    undecoded.setdefault(state.name, []).append(raw)
+            if state.name not in self._damaged and state.kind != "TIMERS":
+                rows = self._pending.setdefault(state.name, [])
+                rows.append((key_group, parts.user_key, entry.value))
+                self._pending_bytes += len(entry.value) + len(parts.user_key or b"")
             if key_type is None or state.kind not in COMPOSITE_KEY_KINDS:
                 continue
             start = prefix_bytes + (8 if state.kind == "TIMERS" else 0)
@@ -820,22 +826,38 @@ class _BlockWalker:
                 f"key group {key_group}: {len(unsplit)} keys do not split into their parts "
                 f"({unsplit[0]})",
             )
-        self._undecoded(key_group, undecoded)
 
-    def _undecoded(self, key_group: int, undecoded: dict[str, list[Raw]]) -> None:
-        """Corrupt values are a finding per state; values of types statectl cannot decode are
-        counted for the note."""
-        for state, raws in undecoded.items():
-            corrupt = [raw for raw in raws if raw.corrupt]
-            if corrupt:
+    def _decode_values(self, codecs: dict[str, StateCodec]) -> None:
+        """Decode the pending values as `export` does, state by state: in batches where the
+        state's types allow (`tables`), the others one by one. Corrupt values are a finding
+        per key group and state; values of types statectl cannot decode are counted."""
+        from statectl.savepoint import tables  # Arrow and numpy: for the deep walk only
+
+        for state, rows in self._pending.items():
+            codec = codecs[state]
+            key_groups, user_keys, values = zip(*rows, strict=True)
+            taken = [False] * len(rows)  # a few values: one by one costs less than a batch
+            if len(rows) >= _MIN_BATCH_ROWS:
+                in_batch = tables.stored_values_taken(codec, values)
+                if codec.kind == "MAP":
+                    in_batch &= tables.parts_taken(codec.user_key, [k or b"" for k in user_keys])
+                taken = in_batch.tolist()
+            corrupt: dict[int, list[Raw]] = {}
+            for i, decoded in enumerate(taken):
+                if decoded:
+                    continue
+                for raw in _value_raws(codec, user_keys[i], values[i]):
+                    if raw.corrupt:
+                        corrupt.setdefault(key_groups[i], []).append(raw)
+                    else:
+                        self.checker.not_checked(state, raw)
+            for key_group, raws in sorted(corrupt.items()):
                 self.checker.add(
                     self.at,
-                    f"key group {key_group}: {len(corrupt)} values of state {state!r} do not "
-                    f"decode ({corrupt[0].reason})",
+                    f"key group {key_group}: {len(raws)} values of state {state!r} do not "
+                    f"decode ({raws[0].reason})",
                 )
-            for raw in raws:
-                if not raw.corrupt:
-                    self.checker.not_checked(state, raw)
+        self._pending, self._pending_bytes = {}, 0
 
 
 def _hash_problem(
@@ -851,6 +873,8 @@ def _hash_problem(
     return f"key {value!r} hashes to key group {actual}"
 
 
+_VALUE_BATCH_BYTES = 8 << 20  # stored values of a file decoded together
+_MIN_BATCH_ROWS = 64  # below, a state's values decode faster one by one (numpy's fixed costs)
 _KEYED_STATE_TYPES = ("VALUE", "LIST", "REDUCING", "FOLDING", "AGGREGATING", "MAP")  # Flink's
 
 
@@ -892,14 +916,12 @@ def _snapshot_problem(codec: StateCodec) -> str | None:
     return None
 
 
-def _value_raws(codec: StateCodec, parts: entries.KeyParts, value: bytes) -> list[Raw]:
+def _value_raws(codec: StateCodec, user_key: bytes | None, value: bytes) -> list[Raw]:
     """The parts of a keyed entry beyond its key that stay raw as `export` decodes them: the
     value (each element of a LIST) and a MAP's user key."""
-    raws = []
-    if parts.user_key is not None:
-        raws.append(codec.decode_user_key(parts.user_key))
-    if codec.kind != "TIMERS":
-        raws.append(codec.decode_value(value).value)
+    raws = [codec.decode_value(value).value]
+    if user_key is not None:
+        raws.append(codec.decode_user_key(user_key))
     return [raw for raw in raws if isinstance(raw, Raw)]
 
 

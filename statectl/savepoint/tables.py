@@ -10,7 +10,7 @@ the raw bytes). Batches are built from a bounded number of entries, so memory st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -385,7 +385,11 @@ def decode_fast(
         live &= ~bad
     live &= key_end == key_ends
     value_at = key_ends + 4  # after the value's length
-    stored = _stored_values(readers, buf, value_at, entries_batch.value_ends[rows], live)
+    value_ends = entries_batch.value_ends[rows]
+    is_map = readers.user_key is not None
+    stored = _stored_values(
+        readers.value, readers.ttl_timestamp, is_map, buf, value_at, value_ends, live
+    )
     value, ttl_timestamp, taken = stored
     return FastParts(
         taken,
@@ -402,22 +406,60 @@ def decode_fast(
 
 
 def _stored_values(
-    readers: StateReaders, buf: batch.Buffer, at: Int64s, ends: Int64s, live: Bools
+    value_reader: batch.BatchReader,
+    ttl_reader: batch.BatchReader | None,
+    is_map: bool,
+    buf: batch.Buffer,
+    at: Int64s,
+    ends: Int64s,
+    live: Bools,
 ) -> tuple[pa.Array, pa.Array | None, Bools]:
     """The stored values [at, ends) of the live rows (`StateCodec.decode_value`): the user
     values, their TTL timestamps (None without TTL) and the rows taken."""
-    if isinstance(readers.value, batch.DelimitedList):  # a LIST's elements fill the value
-        lists, bad = readers.value.read_until(buf, at, ends, live)
+    if isinstance(value_reader, batch.DelimitedList):  # a LIST's elements fill the value
+        lists, bad = value_reader.read_until(buf, at, ends, live)
         return lists, None, live & ~bad
     null = np.zeros(len(at), np.bool_)
-    if readers.user_key is not None:
+    if is_map:
         at, live, null = _map_null_flags(buf, at, ends, live)
     ttl_timestamp = None
-    if readers.ttl_timestamp is not None:  # `TtlSerializer`: the timestamp, then the value
-        ttl_timestamp, at, bad = readers.ttl_timestamp.read(buf, at, live)
+    if ttl_reader is not None:  # `TtlSerializer`: the timestamp, then the value
+        ttl_timestamp, at, bad = ttl_reader.read(buf, at, live)
         live = live & ~bad
-    value, end, bad = readers.value.read(buf, at, live)
+    value, end, bad = value_reader.read(buf, at, live)
     return value, ttl_timestamp, null | (live & ~bad & (end == ends))
+
+
+def stored_values_taken(codec: StateCodec, stored: Sequence[bytes]) -> Bools:
+    """Which of a keyed state's stored values (each what `StateCodec.decode_value` takes)
+    decode in batches; the others (all of a state without batch readers) are left to the
+    per-entry decoder, which also says why one does not decode (`verify --deep`)."""
+    value_reader = _value_reader(codec)
+    if value_reader is None or (codec.kind == "LIST" and codec.ttl) or not stored:
+        return np.zeros(len(stored), np.bool_)
+    ttl_reader = batch.TtlTimestamp() if codec.ttl else None
+    buf, at, ends = _packed(stored)
+    live = np.ones(len(stored), np.bool_)
+    return _stored_values(value_reader, ttl_reader, codec.kind == "MAP", buf, at, ends, live)[2]
+
+
+def parts_taken(codec: Codec | None, parts: Sequence[bytes]) -> Bools:
+    """Which of `parts` (each one value of `codec` filling its bytes) decode in batches."""
+    reader = batch.reader_for(codec)
+    if reader is None or not parts:
+        return np.zeros(len(parts), np.bool_)
+    buf, at, ends = _packed(parts)
+    live = np.ones(len(parts), np.bool_)
+    _, end, bad = reader.read(buf, at, live)
+    taken: Bools = live & ~bad & (end == ends)
+    return taken
+
+
+def _packed(values: Sequence[bytes]) -> tuple[batch.Buffer, Int64s, Int64s]:
+    """The values one after another in a buffer, with where each starts and ends."""
+    lengths = np.fromiter(map(len, values), np.int64, len(values))
+    ends = np.cumsum(lengths)
+    return batch.Buffer(b"".join(values)), ends - lengths, ends  # one copy, not one per value
 
 
 def _map_null_flags(
