@@ -115,3 +115,17 @@ def test_values_of_a_type_statectl_cannot_decode_are_a_note(tmp_path: Path) -> N
         "statectl: note: operator values, state 'kryo-custom': 16 values not checked (Kryo "
         "FieldSerializer of statectl.values.Model$Opaque: its fields are not in the savepoint)"
     ) in err.splitlines()
+
+
+def test_a_damaged_operator_list_element_is_a_finding(tmp_path: Path) -> None:
+    """A POJO list element (operator state) whose flags byte is flipped: before, verify checked
+    only elements of scalar types and passed it."""
+    sp = _copy("values/2.3.0-hashmap-canonical", tmp_path)
+    handle = subtask(load(sp), "opstate", 0).managed_operator_state
+    assert handle is not None and isinstance(handle.delegate, RelativeFileHandle)
+    path = sp / handle.delegate.relative_path
+    _flip(path, handle.states[0].offsets[0])
+    assert _one_finding(sp) == (
+        f"{path}: operator opstate, subtask 0: operator state 'op-list', element 1: 1 values do "
+        "not decode (POJO flags 0x03 at offset 0 are none of 1, 2, 4, 8)"
+    )
