@@ -95,9 +95,24 @@ class SerializerSnapshot:
             text += "<" + ", ".join(inner) + ">"
         return text if self.parsed else text + "?"
 
+    @property
+    def damaged(self) -> bool:
+        """Skipped by scanning (`parsed=False`) though its class's layout is one this module
+        reads: its bytes do not match that layout, and the scan may have run past its end."""
+        return not self.parsed and known_layout(self.class_name)
+
+    def snapshots(self) -> list[SerializerSnapshot]:
+        """This snapshot and every nested one, depth first."""
+        return [self, *(s for n in self.nested for s in n.snapshots())]
+
     def class_names(self) -> list[str]:
         """This snapshot's class name and those of every nested snapshot, depth first."""
         return [self.class_name, *(name for n in self.nested for name in n.class_names())]
+
+
+def known_layout(class_name: str) -> bool:
+    """Whether this module reads the payload of snapshots of `class_name`."""
+    return class_name in _PAYLOADS or class_name in COMPOSITES or class_name in EMPTY_PAYLOAD
 
 
 # --- entry points --------------------------------------------------------------------------

@@ -151,10 +151,23 @@ def _first_unparsed(snapshot: SerializerSnapshot | None) -> SerializerSnapshot |
 
 
 def state_list_problem(header: KeyedStateHeader | OperatorStateHeader, what: str) -> str | None:
-    """Why `header`'s state list was not read to its end, or None when it was."""
-    if header.problem is None:
-        return None
-    return f"{what} header read in part ({header.problem}): the states after that cannot be read"
+    """Why `header`'s state list was not read to its end, or cannot be trusted, or None."""
+    if header.problem is not None:
+        return (
+            f"{what} header read in part ({header.problem}): the states after that cannot be read"
+        )
+    damaged = next((s for s in _snapshots(header) if s.damaged), None)
+    if damaged is not None:  # the scan past it may have swallowed states: ids would shift
+        name = damaged.class_name.rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+        return f"{what} header: {name} does not match its layout; its states cannot be told apart"
+    return None
+
+
+def _snapshots(header: KeyedStateHeader | OperatorStateHeader) -> list[SerializerSnapshot]:
+    roots = [s for state in header.states for s in state.serializers.values()]
+    if isinstance(header, KeyedStateHeader) and header.key_serializer_snapshot is not None:
+        roots.insert(0, header.key_serializer_snapshot)
+    return [s for root in roots for s in root.snapshots()]
 
 
 def require_state_list(header: KeyedStateHeader | OperatorStateHeader, what: str) -> None:

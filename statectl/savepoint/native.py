@@ -27,8 +27,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from statectl.errors import FormatError, SavepointError, UnsupportedError
-from statectl.formats import keyed_blocks
+from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError
+from statectl.formats import keyed_blocks, state_headers
 from statectl.formats.handles import (
     EmptySegmentFileHandle,
     IncrementalKeyedHandle,
@@ -136,6 +136,10 @@ def meta_header(instance: NativeInstance) -> tuple[bytes, KeyedStateHeader]:
             f"cannot read the state list of the meta file ({header.problem})",
             instance.meta.description,
         )
+    try:
+        state_headers.require_state_list(header, "keyed state")
+    except StatectlError as exc:
+        raise exc.with_source(instance.meta.description) from None
     for state in header.states:
         if state.backend_state_type == _ASYNC_STATE_TYPE:
             raise UnsupportedError(

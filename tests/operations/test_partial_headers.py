@@ -118,3 +118,25 @@ def test_a_heap_checkpoints_broadcast_header_with_a_flipped_byte(tmp_path: Path)
     header = state_headers.parse_operator_header(path.read_bytes()[:300])
     assert header.problem is not None and not header.states
     assert_refused_alike(sp, tmp_path, str(path), "the states after that cannot be read")
+
+
+@pytest.mark.flink
+def test_a_sql_header_with_a_huge_option_count(tmp_path: Path) -> None:
+    """SQL's group aggregation, subtask 0: `accState`'s option count set to 0x7fffffff. The
+    RowData key serializer's snapshot is then scanned past `accState` to a later state list,
+    so the header reads whole with states missing and ids shifted: `export`, `export --typed`
+    and `inspect --deep` exited 0 with rows of two states under other states' names."""
+    from tests.flink import harness
+    from tests.operations.test_sql_values import SPECS
+
+    manifest = harness.sql_savepoints({"hashmap": SPECS["hashmap"]})["hashmap"]
+    sp = Path(shutil.copytree(manifest.parent / "savepoint", tmp_path / "sp"))
+    path = next(p for p in sorted(sp.iterdir()) if b"\x00\x08accState" in p.read_bytes()[:8000])
+    data = path.read_bytes()
+    options = data.index(b"\x00\x10KEYED_STATE_TYPE", data.index(b"\x00\x08accState")) - 4
+    patch(path, options, HUGE_I32)
+    problem = (
+        "keyed state header: RowDataSerializerSnapshot does not match its layout; its states "
+        "cannot be told apart"
+    )
+    assert_refused_alike(sp, tmp_path, str(path), problem)

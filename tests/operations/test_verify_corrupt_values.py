@@ -63,16 +63,19 @@ def test_a_class_name_one_character_off_is_a_finding(tmp_path: Path) -> None:
 @pytest.mark.parametrize("field", [4, 12], ids=["composite-magic", "nested-magic"])
 def test_an_unreadable_snapshot_is_a_finding(tmp_path: Path, field: int) -> None:
     """A flipped byte in mp's MapSerializerSnapshot after its class name and version: the
-    payload statectl (and Flink) reads does not read, even where its nested snapshots are
-    found again past it."""
+    layout statectl (and Flink) reads does not match, so where the snapshot ends, and where the
+    states after it begin, cannot be told: verify's finding is the readers' error."""
     sp = _copy("hashmap_canonical_files", tmp_path)
     path = _keyed_file(sp, "keyed-str", 0)
     name = b"org.apache.flink.api.common.typeutils.base.MapSerializerSnapshot"
     _flip(path, path.read_bytes().index(name) + len(name) + field + 3)
-    assert _one_finding(sp) == (
-        f"{path}: operator keyed-str, subtask 0: state 'mp': value serializer: snapshot of "
-        "MapSerializerSnapshot not understood"
+    problem = (
+        "keyed state header: MapSerializerSnapshot does not match its layout; its states cannot "
+        "be told apart"
     )
+    assert _one_finding(sp) == f"{path}: operator keyed-str, subtask 0: {problem}"
+    code, _, err = run_cli("export", str(sp), "-o", str(tmp_path / "rows.parquet"))
+    assert (code, err) == (1, f"statectl: error: {path}: {problem}\n")
 
 
 def test_a_damaged_list_element_is_a_finding(tmp_path: Path) -> None:
