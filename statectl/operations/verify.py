@@ -62,7 +62,6 @@ from statectl.formats.metadata import (
     read_metadata,
     write_metadata,
 )
-from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_values import StateCodec, flink_major
 from statectl.formats.values import Raw, RawCodec, registered
 from statectl.savepoint import entries, writer
@@ -890,18 +889,12 @@ def _unread_snapshot(state: state_headers.StateMetaInfo) -> str | None:
     """A snapshot of a class whose payload statectl reads that did not read (`parsed=False`):
     its bytes were skipped, so they are damaged, even where its nested snapshots were found."""
     for key, snapshot in state.serializers.items():
-        unread = [s for s in _snapshots(snapshot) if not s.parsed and registered(s.class_name)]
+        unread = [s for s in snapshot.snapshots() if not s.parsed and registered(s.class_name)]
         if unread:
             part = key.removesuffix("_SERIALIZER").lower().replace("_", " ")
             name = unread[0].class_name.rsplit(".", 1)[-1]
             return f"{part} serializer: snapshot of {name} not understood"
     return None
-
-
-def _snapshots(snapshot: SerializerSnapshot) -> Iterator[SerializerSnapshot]:
-    yield snapshot
-    for nested in snapshot.nested:
-        yield from _snapshots(nested)
 
 
 _PARTS = (("key", "key"), ("namespace", "namespace"), ("user_key", "map key"), ("value", "value"))

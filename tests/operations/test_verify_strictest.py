@@ -193,17 +193,13 @@ def test_what_verify_deep_passes_every_reader_reads(fixture: str, tmp_path: Path
     assert passed > 0  # some mutations stay readable (bytes inside values): the invariant bites
 
 
+# Flips inside serializer snapshots (keyed@1390, keyed@1687, keyed@1698, op@142, op@141,
+# op@155) once passed verify --deep too; they are findings now (a snapshot that does not match
+# its layout, a header read in part), so the mutations left are in keys, values and names.
 RESCALED = {
-    "hashmap_canonical_files": (
-        "keyed-str.0.keyed@1390^80",  # keyed header: inside a serializer snapshot
-        "keyed-long.1.keyed@1687^ff",
-        "keyed-str.0.key-end-0",
-        "keyed-long.1.value-7",
-        "opstate.0.op@142^80",
-        "bcast.1.op@141^80",
-    ),
+    "hashmap_canonical_files": ("keyed-str.0.key-end-0", "keyed-long.1.value-7"),
     "rocksdb_canonical": ("keyed-str.0.value-0", "keyed-long.1.key-end-7"),
-    "hashmap_compressed": ("keyed-str.0.keyed@1698^ff", "opstate.0.op@155^80"),
+    "hashmap_compressed": ("opstate.0.op@51^01", "bcast.1.op@47^01"),
 }
 
 
