@@ -171,9 +171,10 @@ def _snapshots(header: KeyedStateHeader | OperatorStateHeader) -> list[Serialize
 
 
 def require_state_list(header: KeyedStateHeader | OperatorStateHeader, what: str) -> None:
-    """Raise unless `header`'s state list was read to its end. Entries name their state by its
-    index in that list and elements by its name: a reader given only the states before a break
-    would drop (or misname) the rows of those after it, so it refuses the file instead."""
+    """Raise unless `header`'s state list was read to its end, past snapshots that all match
+    their layouts. Entries name their state by its index in that list and elements by its name:
+    a reader given only the states before a break (or after a scan that skipped some) would drop
+    or misname rows, so it refuses the file instead."""
     problem = state_list_problem(header, what)
     if problem is not None:
         raise FormatError(problem)
