@@ -221,7 +221,8 @@ def migrate(
             if progress is not None:
                 progress(Progress(done, total, done_bytes, total_bytes))
         metadata = _write_operator_states(plan, metadata, output)
-        publish(staged, metadata)
+        rewritten = {metadata.operators[position].operator_id for position, _ in rewrites}
+        publish(staged, metadata, rewritten)
     except BaseException:
         writer.discard(staged)
         raise

@@ -536,7 +536,7 @@ def write_positions(
         for new in plan.new_files:
             _write(output, new)
             done.add(len(new.data))
-        publish(staged, plan.metadata)
+        publish(staged, plan.metadata, rewritten=())  # keyed state is copied, never rewritten
     except BaseException:
         writer.discard(staged)
         raise

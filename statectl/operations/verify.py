@@ -31,7 +31,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,19 +151,26 @@ def verify(
 _EDGE_BLOCK_BYTES = 8 << 20
 
 
-def check_written(staged: writer.StagedSavepoint, metadata: CheckpointMetadata) -> None:
+def check_written(
+    staged: writer.StagedSavepoint,
+    metadata: CheckpointMetadata,
+    rewritten: Collection[bytes] | None = None,
+) -> None:
     """Before `_metadata` is published: what a command wrote, checked structurally (`_metadata`
     parses back; every handle's file is there with its size; key-group ranges cover the max
-    parallelism; offsets and headers read) and each keyed file's first and last blocks walked
-    in the layout the readers take (so a file in one layout handed out as the other fails).
-    The per-entry walk of everything stays `verify --deep`'s. A finding is statectl's own bug:
-    raised in one line, and the caller discards the staging."""
+    parallelism; offsets and headers read) and the keyed files of the operators it wrote anew
+    (`rewritten`, by operator id; None: all) walked in their first and last blocks in the
+    layout the readers take (so a file in one layout handed out as the other fails). Files
+    carried over as bytes are the input's, blocks and all. The per-entry walk of everything
+    stays `verify --deep`'s. A finding is statectl's own bug: raised in one line, and the
+    caller discards the staging."""
     try:
         written = read_metadata(write_metadata(metadata))
     except StatectlError as exc:
         raise _not_published(exc.message, staged.staging_url) from None
     sp = Savepoint(staged.staging, written, staged.storage_options, allow_external_files=True)
-    checker = _Checker(sp, deep=False, edges=True)
+    walked = frozenset(op.operator_id for op in sp.operators) if rewritten is None else rewritten
+    checker = _Checker(sp, deep=False, edges=frozenset(walked))
     checker.run(sp.operators)
     for finding in checker.findings:
         if not finding.unreadable:  # carried-over state statectl does not parse is not its bug
@@ -205,7 +212,8 @@ class _Where:
 class _Checker:
     sp: Savepoint
     deep: bool
-    edges: bool = False  # walk each keyed file's first and last blocks (`check_written`)
+    # Operators (by id) whose keyed files' first and last blocks are walked (`check_written`).
+    edges: frozenset[bytes] = frozenset()
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sizes: dict[str, int | str] = field(default_factory=dict)  # url → size, or why none
@@ -483,10 +491,11 @@ class _Checker:
         if op is None or header is None:  # keyed handles are only checked within an operator
             return
         self.headers.append((where.subtask, stream.description, header))
-        if self.edges and not self.deep:
-            edges = dict.fromkeys((spans[0], spans[-1])) if spans else {}
+        if not self.deep:  # only the edges of rewritten files (`check_written`), if any
+            walked = spans and op.operator_id in self.edges
+            edges = dict.fromkeys((spans[0], spans[-1])) if walked else {}
             spans = [span for span in edges if span.length <= _EDGE_BLOCK_BYTES]
-        if (self.deep or self.edges) and spans:
+        if spans:
             blocks = ((span.key_group, bytes(block)) for span, block in iter_blocks(stream, spans))
             walker = _BlockWalker(self, at, op.max_parallelism, header, heap, self.flink)
             walker.walk(blocks, stream.description)

@@ -301,7 +301,8 @@ def rescale(
         results = _run(engine, plan, tasks, staged.staging_url, storage_options, progress)
         clock.append(time.monotonic())
         metadata = assemble(plan, carried, results)
-        publish(staged, metadata)
+        rewritten = {o.operator.operator_id for o in plan.operators if o.targets is not None}
+        publish(staged, metadata, rewritten)
         clock.append(time.monotonic())
     except BaseException:
         writer.discard(staged)
