@@ -807,7 +807,8 @@ class _BlockWalker:
             except StatectlError as exc:
                 unsplit.append(f"state {state.name!r}: {exc.message}")
                 continue
-            if state.name not in self._damaged and state.kind != "TIMERS":
+            # Values are decoded by the deep walk only; the output check is of structure.
+            if self.checker.deep and state.name not in self._damaged and state.kind != "TIMERS":
                 rows = self._pending.setdefault(state.name, [])
                 rows.append((key_group, parts.user_key, entry.value))
                 self._pending_bytes += len(entry.value) + len(parts.user_key or b"")
@@ -839,6 +840,8 @@ class _BlockWalker:
         """Decode the pending values as `export` does, state by state: in batches where the
         state's types allow (`tables`), the others one by one. Corrupt values are a finding
         per key group and state; values of types statectl cannot decode are counted."""
+        if not self._pending:  # nothing queued (the output check queues none): no Arrow
+            return
         from statectl.savepoint import tables  # Arrow and numpy: for the deep walk only
 
         for state, rows in self._pending.items():
