@@ -169,8 +169,8 @@ def check_written(
     except StatectlError as exc:
         raise _not_published(exc.message, staged.staging_url) from None
     sp = Savepoint(staged.staging, written, staged.storage_options, allow_external_files=True)
-    walked = frozenset(op.operator_id for op in sp.operators) if rewritten is None else rewritten
-    checker = _Checker(sp, deep=False, edges=frozenset(walked))
+    every = (op.operator_id for op in sp.operators)
+    checker = _Checker(sp, deep=False, edges=frozenset(every if rewritten is None else rewritten))
     checker.run(sp.operators)
     for finding in checker.findings:
         if not finding.unreadable:  # carried-over state statectl does not parse is not its bug

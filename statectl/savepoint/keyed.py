@@ -8,6 +8,7 @@ says and are read in batches; subtasks' headers merge into one by `merge_keyed_h
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
 from statectl.errors import StatectlError, UnsupportedError
@@ -178,8 +179,15 @@ def file_layout(stream: StateStream, handle: KeyGroupsHandle) -> Layout | None:
 
 
 def _is_native_savepoint(sp: Savepoint) -> bool:
+    return _native_savepoint_properties(sp.metadata.properties)
+
+
+@functools.lru_cache(maxsize=8)
+def _native_savepoint_properties(properties: bytes) -> bool:
+    """Whether a `_metadata`'s properties say NATIVE savepoint (parsed once per savepoint, not
+    once per file)."""
     try:
-        kind = snapshot_kind(sp.metadata.properties)
+        kind = snapshot_kind(properties)
     except StatectlError:  # unreadable properties are verify's finding; the files still tell
         return False
     return kind is not None and kind.savepoint and kind.format == "NATIVE"
