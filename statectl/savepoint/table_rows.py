@@ -26,7 +26,8 @@ from statectl.formats.operator_state import build_broadcast_element
 from statectl.formats.state_values import StateCodec
 from statectl.formats.values import Codec, RawCodec
 from statectl.formats.values.pojo import has_primitive_fields, null_fields
-from statectl.savepoint.spilled_rows import KeyGroupRows, RowSpill
+from statectl.savepoint.entry_chunks import pack
+from statectl.savepoint.spilled_rows import KeyGroupRows, Record, RowSpill
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -131,39 +132,75 @@ def encode_rows(
 ) -> EncodedRows:
     """Every row of conformed tables (a table, or batch after batch) as (composite key, stored
     value) by key group, gathered with bounded memory (`spilled_rows`)."""
-    if codec.kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMERS"):
-        raise FormatError(f"cannot write the entries of {codec.kind} state")
-    if key_type is None:
-        raise FormatError(
-            "statectl cannot compute the key groups of this job's keys (its key serializer "
-            "is not one statectl hashes as Java does)"
-        )
-    key_codec, namespace_codec = codec.key, codec.namespace
-    ambiguous = (
-        key_codec is not None
-        and namespace_codec is not None
-        and key_codec.fixed_length is None
-        and namespace_codec.fixed_length is None
-    )
+    encoder = RowEncoder(codec, key_type, max_parallelism)
     spill, n = RowSpill(run_bytes), 0
-    unchecked: UncheckedNulls = Counter()
-    nulls_to_check = _holds_primitive_fields(codec)
-    entry = functools.partial(_entry, codec, key_type, max_parallelism, ambiguous)
     for table in tables:
-        columns = _columns(table, codec)
-        for row in zip(*columns.values(), strict=True):
+        for key_group, key, value in encoder.rows(table, n):
+            spill.add(key_group, key, value)
+        n += table.num_rows
+    rows = spill.finish(encoder.describe_key)
+    return EncodedRows(rows, encoder.unchecked_nulls)
+
+
+@dataclass(frozen=True)
+class EncodedBatch:
+    """A batch's entries as one chunk per key group (`entry_chunks.pack`)."""
+
+    chunks: dict[int, bytes]
+    count: int
+
+
+class RowEncoder:
+    """A keyed state's rows (conformed tables) to entries: each row's composite key in the key
+    group Flink assigns its key, and its stored value. Nulls written into POJO fields whose
+    class statectl has not read are counted in `unchecked_nulls`."""
+
+    def __init__(self, codec: StateCodec, key_type: KeyType | None, max_parallelism: int) -> None:
+        if codec.kind not in ("VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMERS"):
+            raise FormatError(f"cannot write the entries of {codec.kind} state")
+        if key_type is None:
+            raise FormatError(
+                "statectl cannot compute the key groups of this job's keys (its key serializer "
+                "is not one statectl hashes as Java does)"
+            )
+        self.codec, self.key_type, self.max_parallelism = codec, key_type, max_parallelism
+        key_codec, namespace_codec = codec.key, codec.namespace
+        ambiguous = (
+            key_codec is not None
+            and namespace_codec is not None
+            and key_codec.fixed_length is None
+            and namespace_codec.fixed_length is None
+        )
+        self._entry = functools.partial(_entry, codec, key_type, max_parallelism, ambiguous)
+        self._nulls_to_check = _holds_primitive_fields(codec)
+        self.unchecked_nulls: UncheckedNulls = Counter()
+
+    def rows(self, table: pa.Table | pa.RecordBatch, first_row: int = 0) -> Iterator[Record]:
+        """(key group, composite key, stored value) of each row; a row that cannot be stored
+        is a FormatError naming it (`first_row`: the number of the table's first row)."""
+        columns = _columns(table, self.codec)
+        for n, row in enumerate(zip(*columns.values(), strict=True), first_row):
             values = dict(zip(columns, row, strict=True))
             try:
-                if nulls_to_check:
-                    check_pojo_nulls(row_parts(codec, values), unchecked)
-                key_group, (key, value) = entry(values)
+                if self._nulls_to_check:
+                    check_pojo_nulls(row_parts(self.codec, values), self.unchecked_nulls)
+                key_group, (key, value) = self._entry(values)
             except (FormatError, ValueError) as exc:
                 message = exc.message if isinstance(exc, FormatError) else str(exc)
                 raise FormatError(f"row {n}: {message}") from None
-            spill.add(key_group, key, value)
-            n += 1
-    rows = spill.finish(lambda key: _describe_key(key, codec, max_parallelism))
-    return EncodedRows(rows, unchecked)
+            yield key_group, key, value
+
+    def batch(self, table: pa.Table | pa.RecordBatch, first_row: int = 0) -> EncodedBatch:
+        """A batch's entries packed by key group, for the shuffle (`entry_chunks`)."""
+        by_key_group: dict[int, list[Row]] = {}
+        count = 0
+        for key_group, key, value in self.rows(table, first_row):
+            by_key_group.setdefault(key_group, []).append((key, value))
+            count += 1
+        return EncodedBatch({kg: pack(rows) for kg, rows in by_key_group.items()}, count)
+
+    def describe_key(self, composite: bytes) -> str:
+        return _describe_key(composite, self.codec, self.max_parallelism)
 
 
 def _describe_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:
