@@ -20,6 +20,7 @@ import heapq
 import itertools
 import logging
 import os
+import pickle
 import re
 import shutil
 import signal
@@ -333,19 +334,7 @@ class SparkEngine:
             except (errors.StatectlError, OSError) as exc:
                 yield _FAILURE_KEY, failure(exc)
 
-        def written(partition: int, sorted_records: Iterable[Any]) -> Iterator[R | TaskFailure]:
-            stream = iter(sorted_records)
-            head = next(stream, None)
-            if head is not None and head[0] == _FAILURE_KEY:
-                yield head[1]
-                return
-            if head is not None:
-                stream = itertools.chain((head,), stream)
-
-            def write_partition(n: int) -> R:
-                return write(n, stream)
-
-            yield guarded(write_partition)(partition)
+        written = _partition_writer(write)
 
         self.tasks_run["spark"] += partitions
         _name_job(context, f"shuffle {len(sources)} sources")
@@ -360,6 +349,62 @@ class SparkEngine:
         finally:
             with contextlib.suppress(Exception):
                 shared.destroy()
+
+    @reports_failures(JOB_FAILED)
+    def sort_frame(
+        self,
+        frame: Any,
+        partition_of: Sequence[int],
+        partitions: int,
+        write: Callable[[int, Iterator[tuple[SortKey, bytes]]], R],
+    ) -> list[R]:
+        """The shuffle of `sort_partitions` over chunks a DataFrame's own tasks made: rows of
+        (key group, seq, chunk bytes), each sent to `partition_of[key group]`, keyed
+        (partition, key group, seq) and sorted within the partition. A row of key group
+        `FRAME_NOTES` goes first to partition 0; one of `FRAME_FAILURE` holds a pickled
+        TaskFailure, raised here."""
+
+        def keyed(row: Any) -> tuple[Any, Any]:
+            key_group, seq, chunk = row[0], row[1], bytes(row[2])
+            if key_group == FRAME_FAILURE:
+                return _FAILURE_KEY, pickle.loads(chunk)
+            return (partition_of[key_group] if key_group >= 0 else 0, key_group, seq), chunk
+
+        self.tasks_run["spark"] += partitions
+        context = self.context
+        _name_job(context, f"shuffle into {partitions} files")
+        job = (
+            frame.rdd.map(keyed)
+            .repartitionAndSortWithinPartitions(partitions, partitionFunc=_first)
+            .mapPartitionsWithIndex(_partition_writer(write))
+        )
+        return raise_failures(collect(job))
+
+
+FRAME_NOTES, FRAME_FAILURE = -1, -2  # sort_frame: key groups of rows that carry no entries
+
+
+def _partition_writer(
+    write: Callable[[int, Iterator[Any]], R],
+) -> Callable[[int, Iterable[Any]], Iterator[R | TaskFailure]]:
+    """A shuffle partition's writer for `mapPartitionsWithIndex`: a failed source's
+    TaskFailure (sorted first in partition 0) is passed on instead of writing."""
+
+    def written(partition: int, sorted_records: Iterable[Any]) -> Iterator[R | TaskFailure]:
+        stream = iter(sorted_records)
+        head = next(stream, None)
+        if head is not None and head[0] == _FAILURE_KEY:
+            yield head[1]
+            return
+        if head is not None:
+            stream = itertools.chain((head,), stream)
+
+        def write_partition(n: int) -> R:
+            return write(n, stream)
+
+        yield guarded(write_partition)(partition)
+
+    return written
 
 
 _FAILED = "\0statectl: task failed"  # group_reduce: the key of a failed task's TaskFailure

@@ -21,25 +21,28 @@ modified.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.formats.handles import RelativeFileHandle
+from statectl.execution.engine import Engine, LocalEngine
+from statectl.formats.handles import KeyedHandle, RelativeFileHandle
 from statectl.formats.java_io import encode_modified_utf8
 from statectl.formats.metadata import CheckpointMetadata, OperatorState
 from statectl.operations.publish import publish
+from statectl.operations.shuffled_edits import FedFile, unchecked_counts, write_fed
 from statectl.operations.state_edits import (
+    RowFeed,
     StateEdit,
     StateEditPlan,
     StateEditReport,
     plan_state_edits,
 )
-from statectl.progress import Progress, ProgressCallback
+from statectl.progress import ProgressCallback
 from statectl.savepoint import entries, writer
 from statectl.savepoint.files import CopyTask, copy_file
-from statectl.savepoint.keyed_rewrite import SubtaskRewrite, write_subtask
+from statectl.savepoint.keyed_rewrite import SubtaskRewrite, source_size, write_subtask
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
 from statectl.savepoint.operator_rewrite import OperatorStateChange, rewrite_file
 from statectl.savepoint.relocate import CopyNames, carry_over
@@ -162,6 +165,7 @@ class MigrationReport:
     metadata_version: int
     operators: tuple[OperatorReport, ...]
     states: tuple[StateEditReport, ...] = ()
+    tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "spark", tasks run there)
 
     def count(self, action: str) -> int:
         return sum(op.change.action == action for op in self.operators)
@@ -200,33 +204,149 @@ def migrate(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    engine: Engine | None = None,
 ) -> MigrationReport:
-    """Write `plan` into `destination`; nothing is published unless every copy succeeded."""
+    """Write `plan` into `destination`; nothing is published unless every file was written.
+
+    The copies and every rewritten subtask file are tasks of `engine` (this process if none:
+    `factory.choose_engine` picks one), so they run where rescale's run; a replaced state fed
+    by tasks (`state_edits.RowFeed`) is written through the engine's shuffle
+    (`shuffled_edits`). The driver writes only the operator-state files and `_metadata`."""
     writer.ensure_not_inside(plan.source.directory, destination, storage_options)
-    metadata, tasks = relocated_metadata(plan)
+    metadata, copies = relocated_metadata(plan)
     staged = writer.stage(destination, overwrite, storage_options)
-    results: list[RelativeFileHandle] = []
+    engine = engine or LocalEngine()
     try:
-        rewrites = _rewrites(plan)
-        total = len(tasks) + len(rewrites)
-        total_bytes, done_bytes = sum(task.source.size for task in tasks), 0
+        written = _write_files(engine, plan, copies, staged.staging_url, storage_options, progress)
+        metadata = _with_keyed_handles(metadata, written.keyed)
         output = locate(staged.staging_url, storage_options)
-        for done, task in enumerate(tasks, 1):
-            results.append(copy_checked(task, output))
-            done_bytes += task.source.size
-            if progress is not None:
-                progress(Progress(done, total, done_bytes, total_bytes))
-        for done, (position, rewrite) in enumerate(rewrites, len(tasks) + 1):
-            metadata = _write_rewrite(plan, metadata, position, rewrite, output)
-            if progress is not None:
-                progress(Progress(done, total, done_bytes, total_bytes))
         metadata = _write_operator_states(plan, metadata, output)
-        rewritten = {metadata.operators[position].operator_id for position, _ in rewrites}
+        rewritten = {metadata.operators[position].operator_id for position, _ in written.keyed}
         publish(staged, metadata, rewritten)
     except BaseException:
         writer.discard(staged)
         raise
-    return _report(plan, results, staged.destination.url)
+    report = _report(plan, written.copies, staged.destination.url)
+    return dataclasses.replace(
+        report, states=_fed_reports(plan, written), tasks_run=tuple(engine.tasks_run.items())
+    )
+
+
+@dataclass(frozen=True)
+class _Written:
+    copies: list[RelativeFileHandle]
+    keyed: dict[tuple[int, int], KeyedHandle | None]  # (position, subtask) → new handle
+    fed: dict[tuple[bytes, str], list[FedFile]]  # (input operator id, state) → files
+
+
+def _write_files(
+    engine: Engine,
+    plan: MigrationPlan,
+    copies: list[CopyTask],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+    progress: ProgressCallback | None,
+) -> _Written:
+    """The copies and rewritten subtask files, as the engine's tasks; fed states' operators
+    through its shuffle, one after the other."""
+    rewrites = [(p, r) for p, r in _rewrites(plan) if not _fed_states(r)]
+    tasks: list[tuple[int, int]] = [(COPY, n) for n in range(len(copies))]
+    tasks += [(REWRITE, n) for n in range(len(rewrites))]
+    checkpoint_id = plan.source.metadata.checkpoint_id
+
+    def run(task: tuple[int, int]) -> Any:
+        kind, n = task
+        output = locate(output_url, storage_options)
+        if kind == COPY:
+            return copy_checked(copies[n], output)
+        position, rewrite = rewrites[n]
+        name = _keyed_name(plan, position, rewrite)
+        return write_subtask(rewrite, output, name, checkpoint_id)
+
+    def work(task: tuple[int, int]) -> tuple[int, int]:
+        kind, n = task
+        return 1, copies[n].source.size if kind == COPY else source_size(rewrites[n][1].source)
+
+    results = engine.run(tasks, run, work, progress)
+    written = _Written(results[: len(copies)], {}, {})
+    for (position, rewrite), handle in zip(rewrites, results[len(copies) :], strict=True):
+        written.keyed[position, rewrite.source.subtask] = handle
+    for op_id, position, state, feed, subtask_rewrites in _fed_operators(plan):
+        names = [_keyed_name(plan, position, r) for r in subtask_rewrites]
+        files = write_fed(
+            engine, subtask_rewrites, state, feed, names, output_url, storage_options,
+            checkpoint_id,
+        )  # fmt: skip
+        for file in files:
+            written.keyed[position, subtask_rewrites[file.subtask].source.subtask] = file.handle
+        written.fed[op_id, state] = files
+    return written
+
+
+COPY, REWRITE = 0, 1
+
+
+def _keyed_name(plan: MigrationPlan, position: int, rewrite: SubtaskRewrite) -> str:
+    op = plan.metadata.operators[position]
+    return f"{op.operator_id_hex}-{rewrite.source.subtask:05d}-keyed"
+
+
+def _fed_states(rewrite: SubtaskRewrite) -> list[str]:
+    return [name for name, change in rewrite.changes.items() if change.fed]
+
+
+def _fed_operators(
+    plan: MigrationPlan,
+) -> Iterator[tuple[bytes, int, str, RowFeed, tuple[SubtaskRewrite, ...]]]:
+    """(input operator id, output position, state, feed, rewrites) of each fed state."""
+    if plan.states is None:
+        return
+    positions = _output_positions(plan)
+    feeds = {(e.operator, e.state): e.feed for e in plan.states.edits if e.feed is not None}
+    for op_id, rewrites in plan.states.rewrites.items():
+        fed = _fed_states(rewrites[0]) if rewrites else []
+        if len(fed) > 1:
+            raise StatectlError("one state of an operator at a time can be fed by tasks")
+        for state in fed:
+            feed = next(f for (op, s), f in feeds.items() if s == state and _names(plan, op, op_id))
+            yield op_id, positions[op_id], state, feed, rewrites
+
+
+def _names(plan: MigrationPlan, name: str, op_id: bytes) -> bool:
+    return plan.source.find_operator(name).operator_id == op_id
+
+
+def _with_keyed_handles(
+    metadata: CheckpointMetadata, handles: Mapping[tuple[int, int], KeyedHandle | None]
+) -> CheckpointMetadata:
+    """`metadata` with each rewritten subtask's new keyed handle."""
+    operators = list(metadata.operators)
+    for (position, index), handle in handles.items():
+        op = operators[position]
+        subtasks = tuple(
+            dataclasses.replace(s, managed_keyed_state=handle) if s.index == index else s
+            for s in op.subtasks or ()
+        )
+        operators[position] = dataclasses.replace(op, subtasks=subtasks)
+    return dataclasses.replace(metadata, operators=tuple(operators))
+
+
+def _fed_reports(plan: MigrationPlan, written: _Written) -> tuple[StateEditReport, ...]:
+    """The edits' reports, fed states' with the rows their tasks wrote and their warnings."""
+    if plan.states is None:
+        return ()
+    reports = []
+    for edit, report in zip(plan.states.edits, plan.states.reports, strict=True):
+        op_id = plan.source.find_operator(edit.operator).operator_id
+        files = written.fed.get((op_id, edit.state))
+        if files is not None and edit.feed is not None:
+            unchecked = unchecked_counts(files)
+            warnings = edit.feed.warnings(unchecked) if unchecked else ()
+            report = dataclasses.replace(
+                report, rows=sum(f.rows for f in files), warnings=report.warnings + warnings
+            )
+        reports.append(report)
+    return tuple(reports)
 
 
 def _output_positions(plan: MigrationPlan) -> dict[bytes, int]:
@@ -276,27 +396,6 @@ def _rewrites(plan: MigrationPlan) -> list[tuple[int, SubtaskRewrite]]:
         for op_id, rewrites in plan.states.rewrites.items()
         for rewrite in rewrites
     ]
-
-
-def _write_rewrite(
-    plan: MigrationPlan,
-    metadata: CheckpointMetadata,
-    position: int,
-    rewrite: SubtaskRewrite,
-    output: Location,
-) -> CheckpointMetadata:
-    """Write one subtask's new keyed state and put its handle into `metadata`."""
-    op = metadata.operators[position]
-    index = rewrite.source.subtask
-    name = f"{op.operator_id_hex}-{index:05d}-keyed"
-    handle = write_subtask(rewrite, output, name, plan.source.metadata.checkpoint_id)
-    subtasks = tuple(
-        dataclasses.replace(s, managed_keyed_state=handle) if s.index == index else s
-        for s in op.subtasks or ()
-    )
-    operators = list(metadata.operators)
-    operators[position] = dataclasses.replace(op, subtasks=subtasks)
-    return dataclasses.replace(metadata, operators=tuple(operators))
 
 
 def _write_operator_states(

@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats import snapshot_edits
@@ -40,12 +41,33 @@ from statectl.formats.state_values import (
 )
 from statectl.formats.values import Codec, RawCodec
 from statectl.savepoint import entries
-from statectl.savepoint.keyed_rewrite import Row, StateChange, SubtaskRewrite, plan_subtask
+from statectl.savepoint.keyed_rewrite import (
+    ReplacedRows,
+    StateChange,
+    SubtaskRewrite,
+    plan_subtask,
+)
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.operator_rewrite import OperatorStateChange
 
 DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
 _TTL_TIMESTAMP_BYTES = 8
+
+
+@dataclass(frozen=True)
+class RowFeed:
+    """A replaced keyed state's new rows, made by the write's tasks rather than held here:
+    each source (picklable: a split of the state, say) gives chunks of encoded entries
+    (key group, its number within the source, `entry_chunks` bytes), which the shuffle
+    routes to the task writing their subtask. `frame`, instead of sources: a Spark DataFrame
+    of such chunks (`key_group`, `seq`, `chunk`), made by Spark's own tasks."""
+
+    sources: Sequence[Any]
+    chunks: Callable[[Any], Iterable[tuple[int, int, bytes]]]
+    describe_key: Callable[[bytes], str]
+    frame: Any = None
+    # The report's lines for nulls the tasks wrote into POJO fields of classes not read.
+    warnings: Callable[[Mapping[tuple[str, str], int]], tuple[str, ...]] = lambda _: ()
 
 
 @dataclass(frozen=True)
@@ -58,7 +80,8 @@ class StateEdit:
     new_name: str | None = None  # RENAME
     ttl_ms: int | None = None  # TTL_ON: the time-to-live the job declares (shown, not stored)
     last_access: int | None = None  # TTL_ON: the last-access time written (epoch ms; now)
-    rows: Mapping[int, Sequence[Row]] | None = None  # REPLACE: new rows by key group
+    rows: ReplacedRows | None = None  # REPLACE: new rows by key group
+    feed: RowFeed | None = None  # REPLACE: new rows made by the write's tasks
     rows_count: int = 0
     # REPLACE of operator state: list/union elements by subtask, or the broadcast map's bytes
     elements: Mapping[int, Sequence[bytes]] | None = None
@@ -208,6 +231,8 @@ def _change(edit: StateEdit, meta: StateMetaInfo, codec: StateCodec) -> StateCha
     if edit.action == RENAME:
         return _rename(edit, meta)
     if edit.action == REPLACE:
+        if edit.feed is not None:
+            return StateChange(fed=True)
         return StateChange(rows=edit.rows or {})
     if meta.kind == "TIMERS":
         raise FormatError(f"{meta.name!r} holds timers: TTL does not apply")

@@ -14,6 +14,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from statectl.errors import StatectlError
 from statectl.formats import keyed_blocks
@@ -36,6 +37,14 @@ Row = tuple[bytes, bytes]  # composite key (no flag), stored value
 ValueChange = Callable[[bytes], bytes]
 
 
+class ReplacedRows(Protocol):
+    """A replaced state's rows by key group, each key group's sorted by composite key: a
+    mapping (`spilled_rows`), or rows streamed from a shuffle (`entry_chunks.ShuffledRows`),
+    which the writers ask for in ascending key-group order."""
+
+    def get(self, key_group: int) -> Sequence[Row] | None: ...
+
+
 @dataclass(frozen=True)
 class StateChange:
     """What happens to one state (by its name in the input) of every subtask."""
@@ -45,7 +54,13 @@ class StateChange:
     value: ValueChange | None = None  # each stored value, as the new meta needs it
     # Replaced entries: the state's new rows by key group (composite keys of this operator's
     # max parallelism); the input's entries of the state are left out.
-    rows: Mapping[int, Sequence[Row]] | None = None
+    rows: ReplacedRows | None = None
+    # The replaced rows come from tasks at write time (`with_rows` gives them to a subtask).
+    fed: bool = False
+
+    @property
+    def replaces(self) -> bool:
+        return self.rows is not None or self.fed
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,14 @@ class SubtaskRewrite:
     @property
     def header_bytes(self) -> bytes:
         return write_keyed_header(self.header)
+
+
+def with_rows(rewrite: SubtaskRewrite, rows: Mapping[str, ReplacedRows]) -> SubtaskRewrite:
+    """The rewrite with the replaced rows of fed states (by name) given."""
+    changes = dict(rewrite.changes)
+    for name, state_rows in rows.items():
+        changes[name] = dataclasses.replace(changes[name], rows=state_rows, fed=False)
+    return dataclasses.replace(rewrite, changes=changes)
 
 
 def plan_subtask(source: KeyedSource, changes: Mapping[str, StateChange]) -> SubtaskRewrite:
@@ -85,6 +108,13 @@ def key_groups_of(source: KeyedSource) -> tuple[int, int] | None:
     if isinstance(source, KeyedFile | HeapKeyedFile):
         return source.handle.key_groups
     return source.instance.key_groups
+
+
+def source_size(source: KeyedSource) -> int:
+    """The bytes a subtask's rewrite reads: its progress share."""
+    if isinstance(source, NativeKeyedFile):
+        return source.instance.size
+    return source.stream.size
 
 
 def write_subtask(
@@ -145,7 +175,7 @@ def _carry(
     for entry in entries:
         name = entry.state.name
         change = rewrite.changes.get(name)
-        if change is not None and (change.drop or change.rows is not None):
+        if change is not None and (change.drop or change.replaces):
             continue
         value = change.value(entry.value) if change is not None and change.value else entry.value
         runs.setdefault(rewrite.new_ids[name], []).append((entry.key, value))
@@ -181,12 +211,16 @@ def _write_native(
                 continue
             change = rewrite.changes.get(state.name, StateChange())
             if change.rows is not None:
-                mine = sorted(kg for kg in change.rows if owned[0] <= kg <= owned[1])
-                replaced = (row for kg in mine for row in sorted(change.rows[kg]))
-                instance.put_rows(new_id, replaced)
+                instance.put_rows(new_id, _replaced_rows(change.rows, owned))
                 continue
             rows = db.rows(state.name, owned[0], owned[1], prefix)
             if change.value is not None:
                 rows = ((key, change.value(value)) for key, value in rows)
             instance.put_rows(new_id, rows)
         return instance.finish(rewrite.header_bytes, output, name, checkpoint_id)
+
+
+def _replaced_rows(rows: ReplacedRows, owned: tuple[int, int]) -> Iterator[Row]:
+    """The subtask's replaced rows, key groups ascending, as RocksDB takes them."""
+    for key_group in range(owned[0], owned[1] + 1):
+        yield from rows.get(key_group) or ()

@@ -1,0 +1,113 @@
+"""A replaced keyed state written the way rescale writes: by the tasks, through a shuffle.
+
+The state's new rows are made where they are (`state_edits.RowFeed`: tasks over the state's
+splits, or a Spark DataFrame's own tasks) and leave them as chunks of encoded entries
+(`entry_chunks`), one per batch and key group. The engine's shuffle routes each chunk to the
+subtask owning its key group and sorts them by key group; the task of each subtask streams
+them into its file beside the states carried over (`keyed_rewrite.write_subtask`), holding one
+key group's rows at a time. The driver gets back only each file's handle and counts.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from statectl.errors import StatectlError
+from statectl.execution.engine import Engine
+from statectl.formats.handles import KeyedHandle
+from statectl.operations.state_edits import RowFeed
+from statectl.savepoint.entry_chunks import ShuffledRows
+from statectl.savepoint.keyed_rewrite import SubtaskRewrite, key_groups_of, with_rows, write_subtask
+from statectl.savepoint.storage import locate
+
+NOTES = -1  # a chunk's key group when it carries a source's notes (JSON), not entries
+Key = tuple[int, int, int, int]  # subtask (the partition), key group, source, chunk number
+
+
+@dataclass(frozen=True)
+class FedFile:
+    """What the task writing one subtask reports."""
+
+    subtask: int  # the rewrite's position among the operator's subtasks
+    handle: KeyedHandle | None
+    rows: int
+    # (POJO class, field) → rows that set it null, unchecked against the job's classes
+    unchecked_nulls: tuple[tuple[str, str, int], ...] = ()
+
+
+def notes_chunk(unchecked_nulls: Counter[tuple[str, str]]) -> tuple[int, int, bytes]:
+    """A source's notes as a chunk: they travel with the entries to the first subtask."""
+    notes = [[pojo, name, count] for (pojo, name), count in sorted(unchecked_nulls.items())]
+    return NOTES, 0, json.dumps(notes).encode()
+
+
+def owners(rewrites: Sequence[SubtaskRewrite], max_parallelism: int) -> list[int]:
+    """Each key group's subtask (the position of the rewrite whose file holds it)."""
+    owner = [0] * max_parallelism
+    for position, rewrite in enumerate(rewrites):
+        key_groups = key_groups_of(rewrite.source)
+        if key_groups is not None:
+            owner[key_groups[0] : key_groups[1] + 1] = [position] * (
+                key_groups[1] - key_groups[0] + 1
+            )
+    return owner
+
+
+def write_fed(
+    engine: Engine,
+    rewrites: Sequence[SubtaskRewrite],
+    state: str,
+    feed: RowFeed,
+    names: Sequence[str],
+    output_url: str,
+    storage_options: dict[str, Any] | None,
+    checkpoint_id: int,
+) -> list[FedFile]:
+    """Every subtask file of one operator whose state `state` is fed: one task per subtask
+    (`names[n]`: the file of rewrite n), results in subtask order."""
+    max_parallelism = rewrites[0].source.max_parallelism if rewrites else 0
+    owner = owners(rewrites, max_parallelism)
+
+    def write(partition: int, records: Iterator[tuple[Any, bytes]]) -> FedFile:
+        unchecked: Counter[tuple[str, str]] = Counter()
+        stream = iter(records)
+        head = next(stream, None)
+        while head is not None and head[0][1] == NOTES:
+            unchecked.update({(p, n): c for p, n, c in json.loads(head[1])})
+            head = next(stream, None)
+        rest = itertools.chain(() if head is None else (head,), stream)
+        rows = ShuffledRows(((key[1], chunk) for key, chunk in rest), feed.describe_key)
+        rewrite = with_rows(rewrites[partition], {state: rows})
+        output = locate(output_url, storage_options)
+        handle = write_subtask(rewrite, output, names[partition], checkpoint_id)
+        rows.finish()
+        notes = tuple((pojo, name, count) for (pojo, name), count in sorted(unchecked.items()))
+        return FedFile(partition, handle, rows.count, notes)
+
+    if feed.frame is not None:
+        spark = getattr(engine, "spark", engine)  # a head start's Spark takes a frame's work
+        if not hasattr(spark, "sort_frame"):
+            raise StatectlError("rows made by Spark need a Spark engine to write them")
+        return spark.sort_frame(feed.frame, owner, len(rewrites), write)  # type: ignore[no-any-return]
+
+    def records(item: tuple[int, Any]) -> Iterable[tuple[Key, bytes]]:
+        number, source = item
+        for key_group, seq, chunk in feed.chunks(source):
+            subtask = 0 if key_group == NOTES else owner[key_group]
+            yield (subtask, key_group, number, seq), chunk
+
+    sources = list(enumerate(feed.sources))
+    return engine.sort_partitions(sources, records, len(rewrites), write)
+
+
+def unchecked_counts(files: Iterable[FedFile]) -> Mapping[tuple[str, str], int]:
+    """The unchecked POJO nulls the tasks counted, over every file."""
+    total: Counter[tuple[str, str]] = Counter()
+    for file in files:
+        total.update({(pojo, name): count for pojo, name, count in file.unchecked_nulls})
+    return total
