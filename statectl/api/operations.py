@@ -367,20 +367,60 @@ def transform(
         from statectl.errors import StatectlError
 
         raise StatectlError("give exactly one of sql and python")
+    from statectl.execution.factory import choose_engine
+    from statectl.operations import transform as edits
+    from statectl.operations.migrate import migrate, plan_migration
+    from statectl.savepoint.classpath import ClassPath
+    from statectl.savepoint.storage import locate
+
     sp = _opened(source, storage_options)
+    sp.ensure_consistent()
+    options = storage_options or sp.parsed.storage_options
+    locations = (sp.parsed.directory, locate(destination, options))
+    # SQL needs Spark; a function's batches take a head start in this process.
+    engine = choose_engine(True, master, spark_conf, *locations, head_start=sql is None)
+    with ClassPath(classpath) as classes:
+        job_classes = classes if classes.entries else None
+        if sql is not None:
+            edit = _sql_edit(sp, operator, state, sql, engine, master, spark_conf, job_classes)
+        else:
+            function = edits.load_function(python) if isinstance(python, str) else python
+            assert function is not None
+            if engine.name != "local":  # its tasks may run on Spark
+                from statectl.execution.spark import ship_by_value
+
+                ship_by_value(function)
+            edit = edits.function_edit(sp.parsed, operator, state, function, job_classes)
+        plan = plan_migration(sp.parsed, state_edits=[edit])
+        return migrate(
+            plan, destination, overwrite=overwrite, storage_options=options, progress=progress,
+            engine=engine,
+        )  # fmt: skip
+
+
+def _sql_edit(
+    sp: Savepoint,
+    operator: str,
+    state: str,
+    sql: str,
+    engine: Any,
+    master: str,
+    spark_conf: Mapping[str, str] | None,
+    classpath: Any,
+) -> Any:
+    """The SQL edit, run by Spark's tasks; in this process where Spark's could not read the
+    savepoint (`memory://`), or for operator state (small: its table is queried whole)."""
+    from statectl.execution.spark import spark_session, sql_over_table
+    from statectl.operations import transform as edits
+
+    if engine.name != "local":
+        spark = spark_session(master, spark_conf)
+        edit = edits.sql_edit(sp.parsed, operator, state, sql, SQL_VIEW, spark, classpath)
+        if edit is not None:
+            return edit
     target = sp.operator(operator).state(state)
-    if sql is not None:
-        from statectl.execution.spark import sql_over_table
-
-        table = sql_over_table(target.to_arrow(), sql, SQL_VIEW, master, spark_conf)
-    else:
-        from statectl.operations.transform import apply_function, load_function
-
-        function = load_function(python) if isinstance(python, str) else python
-        assert function is not None
-        table = apply_function(function, target.read())
-    target.replace(table, classpath)
-    return sp.write(destination, overwrite=overwrite, progress=progress)
+    table = sql_over_table(target.to_arrow(), sql, SQL_VIEW, master, spark_conf)
+    return edits.replacement(sp.parsed, operator, state, table, classpath)
 
 
 # --- source positions --------------------------------------------------------------------------

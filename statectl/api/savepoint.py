@@ -355,13 +355,7 @@ def read_split(split: ReadSplit, codec: StateCodec | None = None) -> Iterator[pa
         if codec is None:
             header = split.keyed.header()
             codec = entries.codecs_for(header, split.keyed.flink_major)[split.state]
-        if isinstance(split.keyed, entries.KeyedFile) and tables.readers_for(codec) is not None:
-            # decoded in batches, as export does, a batch of blocks at a time
-            only = {split.state: codec}
-            for _, table in tables.keyed_state_batches(split.keyed, only, split.key_groups):
-                yield from table.to_batches()
-        else:
-            yield from tables.keyed_batches(split.keyed, split.state, codec, split.key_groups)
+        yield from tables.split_batches(split.keyed, split.state, codec, split.key_groups)
     elif split.operator is not None:
         codec = codec or tables.operator_state_codec(split.operator, split.state)
         yield from tables.operator_batches(split.operator, split.state, codec)

@@ -22,6 +22,10 @@ K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 SortKey = TypeVar("SortKey", bound=tuple[object, ...])
 
+# Shuffled chunks of encoded entries (`operations.shuffled_edits`) whose key group is one of
+# these carry no entries: a source's notes, or (from a DataFrame's tasks) its TaskFailure.
+NOTES_KEY_GROUP, FAILURE_KEY_GROUP = -1, -2
+
 Work = Callable[[T], tuple[int, int]]
 """A task's share of the progress: the files it writes and the bytes it reads."""
 

@@ -35,7 +35,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl import errors
-from statectl.execution.engine import SortKey, Work, total_work
+from statectl.execution.engine import (
+    FAILURE_KEY_GROUP,
+    SortKey,
+    Work,
+    total_work,
+)
 from statectl.execution.spark_failures import (
     DID_NOT_START,
     JOB_FAILED,
@@ -361,12 +366,12 @@ class SparkEngine:
         """The shuffle of `sort_partitions` over chunks a DataFrame's own tasks made: rows of
         (key group, seq, chunk bytes), each sent to `partition_of[key group]`, keyed
         (partition, key group, seq) and sorted within the partition. A row of key group
-        `FRAME_NOTES` goes first to partition 0; one of `FRAME_FAILURE` holds a pickled
+        `NOTES_KEY_GROUP` goes first to partition 0; one of `FAILURE_KEY_GROUP` holds a pickled
         TaskFailure, raised here."""
 
         def keyed(row: Any) -> tuple[Any, Any]:
             key_group, seq, chunk = row[0], row[1], bytes(row[2])
-            if key_group == FRAME_FAILURE:
+            if key_group == FAILURE_KEY_GROUP:
                 return _FAILURE_KEY, pickle.loads(chunk)
             return (partition_of[key_group] if key_group >= 0 else 0, key_group, seq), chunk
 
@@ -379,9 +384,6 @@ class SparkEngine:
             .mapPartitionsWithIndex(_partition_writer(write))
         )
         return raise_failures(collect(job))
-
-
-FRAME_NOTES, FRAME_FAILURE = -1, -2  # sort_frame: key groups of rows that carry no entries
 
 
 def _partition_writer(
@@ -577,3 +579,96 @@ def spark_arrow_schema(schema: pa.Schema) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema([f.with_type(spark_arrow_type(f.type)) for f in schema])
+
+
+# --- frames for value edits ----------------------------------------------------------------------
+
+
+def frame_of_sources(
+    spark: SparkSession,
+    sources: Sequence[T],
+    batches: Callable[[T], Iterable[pa.RecordBatch]],
+    schema: pa.Schema,
+) -> Any:
+    """A DataFrame whose partition n holds `batches(sources[n])`, in Spark's Arrow types: a
+    state read by Spark's own tasks, as the `flink-state` data source reads it."""
+    from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+    struct = from_arrow_schema(spark_arrow_schema(schema))
+    arrow_schema = to_arrow_schema(struct, timezone="UTC")  # exactly what Spark checks
+
+    def read(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in ids:
+            for n in batch.column(0).to_pylist():
+                for part in batches(sources[n]):
+                    yield part.cast(arrow_schema, safe=False)  # ns → µs: cut, as documented
+
+    count = max(1, len(sources))
+    return spark.range(0, len(sources), numPartitions=count).mapInArrow(read, struct)
+
+
+@reports_failures("the SQL query failed")
+def sql_frame(spark: SparkSession, frame: Any, view: str, query: str) -> Any:
+    """`query` over `frame` registered as the temporary view `view`: a DataFrame, not run yet.
+    A query Spark refuses is one line, as bad input is."""
+    frame.createOrReplaceTempView(view)
+    return spark.sql(query)
+
+
+ChunkRows = Callable[[Iterator["pa.RecordBatch"], int], Iterable[tuple[int, int, bytes]]]
+CHUNK_SCHEMA = "key_group int, seq long, chunk binary"
+
+
+def chunk_frame(frame: Any, chunks: ChunkRows) -> Any:
+    """`frame`'s rows as chunks of encoded entries, made by its own tasks: `chunks(batches,
+    partition)` over each partition's Arrow batches gives (key group, seq, bytes); a task's
+    StatectlError becomes one `FAILURE_KEY_GROUP` row, which `sort_frame` raises."""
+
+    def encode(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        pending: list[tuple[int, int, bytes]] = []
+        try:
+            for row in chunks(batches, partition):
+                pending.append(row)
+                if len(pending) >= 256:
+                    yield _chunk_batch(pending)
+                    pending = []
+        except (errors.StatectlError, OSError) as exc:
+            pending = [(FAILURE_KEY_GROUP, 0, pickle.dumps(failure(exc)))]
+        if pending:
+            yield _chunk_batch(pending)
+
+    return frame.mapInArrow(encode, CHUNK_SCHEMA)
+
+
+def _chunk_batch(rows: list[tuple[int, int, bytes]]) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    key_groups, seqs, chunks = zip(*rows, strict=True)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array(key_groups, pa.int32()),
+            pa.array(seqs, pa.int64()),
+            pa.array(chunks, pa.binary()),
+        ],
+        names=["key_group", "seq", "chunk"],
+    )
+
+
+def ship_by_value(function: Callable[..., Any]) -> None:
+    """Let Spark's tasks call a function of a module they cannot import (a user's file in the
+    current directory): its module is pickled with it, by value, rather than by name."""
+    from pyspark import cloudpickle
+
+    module = sys.modules.get(getattr(function, "__module__", "") or "")
+    path = getattr(module, "__file__", None)
+    if module is None or path is None or module.__name__ == "__main__":
+        return
+    installed = any(
+        Path(path).is_relative_to(p) for p in map(Path, sys.path) if "-packages" in str(p)
+    )
+    if not installed:
+        cloudpickle.register_pickle_by_value(module)  # type: ignore[no-untyped-call]

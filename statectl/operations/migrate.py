@@ -247,30 +247,11 @@ def _write_files(
     storage_options: dict[str, Any] | None,
     progress: ProgressCallback | None,
 ) -> _Written:
-    """The copies and rewritten subtask files, as the engine's tasks; fed states' operators
-    through its shuffle, one after the other."""
-    rewrites = [(p, r) for p, r in _rewrites(plan) if not _fed_states(r)]
-    tasks: list[tuple[int, int]] = [(COPY, n) for n in range(len(copies))]
-    tasks += [(REWRITE, n) for n in range(len(rewrites))]
+    """Fed states' operators through the engine's shuffle first (a bad row or a function's
+    error ends the write before anything else is copied), then the copies and other rewritten
+    subtask files as its tasks."""
     checkpoint_id = plan.source.metadata.checkpoint_id
-
-    def run(task: tuple[int, int]) -> Any:
-        kind, n = task
-        output = locate(output_url, storage_options)
-        if kind == COPY:
-            return copy_checked(copies[n], output)
-        position, rewrite = rewrites[n]
-        name = _keyed_name(plan, position, rewrite)
-        return write_subtask(rewrite, output, name, checkpoint_id)
-
-    def work(task: tuple[int, int]) -> tuple[int, int]:
-        kind, n = task
-        return 1, copies[n].source.size if kind == COPY else source_size(rewrites[n][1].source)
-
-    results = engine.run(tasks, run, work, progress)
-    written = _Written(results[: len(copies)], {}, {})
-    for (position, rewrite), handle in zip(rewrites, results[len(copies) :], strict=True):
-        written.keyed[position, rewrite.source.subtask] = handle
+    written = _Written([], {}, {})
     for op_id, position, state, feed, subtask_rewrites in _fed_operators(plan):
         names = [_keyed_name(plan, position, r) for r in subtask_rewrites]
         files = write_fed(
@@ -280,6 +261,26 @@ def _write_files(
         for file in files:
             written.keyed[position, subtask_rewrites[file.subtask].source.subtask] = file.handle
         written.fed[op_id, state] = files
+    rewrites = [(p, r) for p, r in _rewrites(plan) if not _fed_states(r)]
+    names = [_keyed_name(plan, position, rewrite) for position, rewrite in rewrites]
+    tasks: list[tuple[int, int]] = [(COPY, n) for n in range(len(copies))]
+    tasks += [(REWRITE, n) for n in range(len(rewrites))]
+
+    def run(task: tuple[int, int]) -> Any:  # what it closes over travels to Spark's tasks
+        kind, n = task
+        output = locate(output_url, storage_options)
+        if kind == COPY:
+            return copy_checked(copies[n], output)
+        return write_subtask(rewrites[n][1], output, names[n], checkpoint_id)
+
+    def work(task: tuple[int, int]) -> tuple[int, int]:
+        kind, n = task
+        return 1, copies[n].source.size if kind == COPY else source_size(rewrites[n][1].source)
+
+    results = engine.run(tasks, run, work, progress)
+    written.copies.extend(results[: len(copies)])
+    for (position, rewrite), handle in zip(rewrites, results[len(copies) :], strict=True):
+        written.keyed[position, rewrite.source.subtask] = handle
     return written
 
 

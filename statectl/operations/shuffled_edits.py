@@ -18,14 +18,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.execution.engine import Engine
+from statectl.execution.engine import NOTES_KEY_GROUP, Engine
 from statectl.formats.handles import KeyedHandle
 from statectl.operations.state_edits import RowFeed
 from statectl.savepoint.entry_chunks import ShuffledRows
 from statectl.savepoint.keyed_rewrite import SubtaskRewrite, key_groups_of, with_rows, write_subtask
 from statectl.savepoint.storage import locate
 
-NOTES = -1  # a chunk's key group when it carries a source's notes (JSON), not entries
+NOTES = NOTES_KEY_GROUP  # a chunk's key group when it carries a source's notes (JSON)
 Key = tuple[int, int, int, int]  # subtask (the partition), key group, source, chunk number
 
 
@@ -72,6 +72,7 @@ def write_fed(
     (`names[n]`: the file of rewrite n), results in subtask order."""
     max_parallelism = rewrites[0].source.max_parallelism if rewrites else 0
     owner = owners(rewrites, max_parallelism)
+    describe_key = feed.describe_key  # the tasks' closures take this, never the feed's frame
 
     def write(partition: int, records: Iterator[tuple[Any, bytes]]) -> FedFile:
         unchecked: Counter[tuple[str, str]] = Counter()
@@ -81,7 +82,7 @@ def write_fed(
             unchecked.update({(p, n): c for p, n, c in json.loads(head[1])})
             head = next(stream, None)
         rest = itertools.chain(() if head is None else (head,), stream)
-        rows = ShuffledRows(((key[1], chunk) for key, chunk in rest), feed.describe_key)
+        rows = ShuffledRows(((key[1], chunk) for key, chunk in rest), describe_key)
         rewrite = with_rows(rewrites[partition], {state: rows})
         output = locate(output_url, storage_options)
         handle = write_subtask(rewrite, output, names[partition], checkpoint_id)
@@ -95,9 +96,11 @@ def write_fed(
             raise StatectlError("rows made by Spark need a Spark engine to write them")
         return spark.sort_frame(feed.frame, owner, len(rewrites), write)  # type: ignore[no-any-return]
 
+    chunks = feed.chunks
+
     def records(item: tuple[int, Any]) -> Iterable[tuple[Key, bytes]]:
         number, source = item
-        for key_group, seq, chunk in feed.chunks(source):
+        for key_group, seq, chunk in chunks(source):
             subtask = 0 if key_group == NOTES else owner[key_group]
             yield (subtask, key_group, number, seq), chunk
 

@@ -10,18 +10,25 @@ The rest of the savepoint is carried over as `migrate` carries it.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import importlib
-from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
-from statectl.formats.java_types import key_type_for_snapshot
+from statectl.formats.java_types import KeyType, key_type_for_snapshot
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_values import StateCodec
-from statectl.operations.state_edits import REPLACE, StateEdit
+from statectl.operations.shuffled_edits import notes_chunk
+from statectl.operations.state_edits import REPLACE, RowFeed, StateEdit
 from statectl.savepoint import entries, tables
+from statectl.savepoint.entries import KeyedSource
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.table_rows import (
+    RowEncoder,
     UncheckedNulls,
     conform,
     encode_operator_rows,
@@ -39,6 +46,7 @@ if TYPE_CHECKING:
 
     from statectl.formats.class_files import ClassFinder
 
+SPLIT_BYTES = 128 << 20  # a task's share of a canonical file: about this many bytes of blocks
 BatchFunction = Callable[["pa.RecordBatch"], "pa.RecordBatch | pa.Table | None"]
 
 
@@ -72,6 +80,198 @@ def replacement(
         operator, state, REPLACE, rows=encoded.by_key_group, rows_count=encoded.count,
         warnings=warnings,
     )  # fmt: skip
+
+
+# --- edits made by the write's tasks -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class KeyedTarget:
+    """A keyed state being edited, as the write's tasks need it (picklable: codecs are made
+    again in each task from the header): where its rows are (`sources`: a subtask's file and
+    a key-group range of it) and how new rows become chunks of entries (`chunks`)."""
+
+    label: str
+    state: str
+    max_parallelism: int
+    sources: tuple[tuple[KeyedSource, tuple[int, int] | None], ...]
+    classpath: ClassFinder | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @functools.cached_property
+    def codec(self) -> StateCodec:
+        file = self.sources[0][0]
+        return entries.codecs_for(file.header(), file.flink_major, self.classpath)[self.state]
+
+    @functools.cached_property
+    def key_type(self) -> KeyType | None:
+        return key_type_for_snapshot(self.sources[0][0].header().key_serializer_snapshot)
+
+    def batches(
+        self, source: tuple[KeyedSource, tuple[int, int] | None]
+    ) -> Iterator[pa.RecordBatch]:
+        """The state's rows in one source, batch by batch."""
+        file, key_groups = source
+        return tables.split_batches(file, self.state, self.codec, key_groups)
+
+    def chunks(self, results: Iterable[pa.Table], seq_base: int = 0) -> Iterator[Chunk]:
+        """New rows (tables in the state's columns, or Spark's forms of them) as chunks of
+        entries, one per table and key group, then the notes of nulls not checked."""
+        encoder = self.encoder()
+        first_row = 0
+        for number, table in enumerate(results):
+            try:
+                encoded = encoder.batch(conform(table, self.codec), first_row)
+            except FormatError as exc:
+                raise StatectlError(f"state {self.state!r}: {exc.message}", self.label) from None
+            first_row += table.num_rows
+            for key_group, chunk in encoded.chunks.items():
+                yield key_group, seq_base + number, chunk
+        if encoder.unchecked_nulls:
+            yield notes_chunk(encoder.unchecked_nulls)
+
+    def encoder(self) -> RowEncoder:
+        return RowEncoder(self.codec, self.key_type, self.max_parallelism)
+
+    def describe_key(self, composite: bytes) -> str:
+        return self.encoder().describe_key(composite)
+
+    def warnings(self, unchecked: Mapping[tuple[str, str], int]) -> tuple[str, ...]:
+        originals = (b for source in self.sources for b in self.batches(source))
+        return _null_warnings(self.label, self.state, Counter(unchecked), originals, self.codec)
+
+
+Chunk = tuple[int, int, bytes]  # key group, number within its source, packed entries
+
+
+def keyed_target(
+    source: Savepoint, operator: str, state: str, classpath: ClassFinder | None = None
+) -> KeyedTarget | None:
+    """The keyed state `state` of `operator` as its edit's tasks need it; None when it is
+    operator state. A state statectl cannot write is a StatectlError naming it."""
+    op = source.find_operator(operator)
+    files = [f for f in entries.keyed_files(source, op) if state in f.header().state_names()]
+    if not files:
+        return None
+    label = entries.operator_label(op)
+    sources = tuple((f, chunk) for f in files for chunk in f.chunks(SPLIT_BYTES))
+    target = KeyedTarget(label, state, op.max_parallelism, sources, classpath)
+    try:
+        target.encoder()  # what it refuses, it refuses now
+    except FormatError as exc:
+        raise StatectlError(f"state {state!r}: {exc.message}", label) from None
+    return target
+
+
+def function_edit(
+    source: Savepoint,
+    operator: str,
+    state: str,
+    function: BatchFunction,
+    classpath: ClassFinder | None = None,
+) -> StateEdit:
+    """The edit that makes `function`'s results over the state's batches its entries, called
+    batch by batch in the write's tasks (operator state, small and held whole by Flink too,
+    is edited here)."""
+    target = keyed_target(source, operator, state, classpath)
+    if target is None:
+        op = source.find_operator(operator)
+        originals = _operator_batches(source, op, state, classpath)
+        table = apply_function(function, originals)
+        return _operator_replacement(source, op, state, table, classpath)
+    feed = RowFeed(
+        target.sources,
+        functools.partial(_function_chunks, target, function),
+        target.describe_key,
+        warnings=target.warnings,
+    )
+    return StateEdit(operator, state, REPLACE, feed=feed)
+
+
+def sql_edit(
+    source: Savepoint,
+    operator: str,
+    state: str,
+    query: str,
+    view: str,
+    spark: Any,
+    classpath: ClassFinder | None = None,
+) -> StateEdit | None:
+    """The edit that makes `query`'s result over the view `view` (the state's table, read by
+    Spark's tasks) the state's entries; Spark's tasks encode the result, which never reaches
+    this process. None for operator state (its table is small: query it whole)."""
+    from statectl.execution.spark import chunk_frame, frame_of_sources, sql_frame
+
+    target = keyed_target(source, operator, state, classpath)
+    if target is None:
+        return None
+    frame = frame_of_sources(spark, target.sources, target.batches, target.codec.arrow_schema())
+    result = sql_frame(spark, frame, view, query)
+    chunks = chunk_frame(result, functools.partial(_frame_chunks, target))
+    feed = RowFeed((), _made_by_spark, target.describe_key, frame=chunks, warnings=target.warnings)
+    return StateEdit(operator, state, REPLACE, feed=feed)
+
+
+def _frame_chunks(
+    target: KeyedTarget, batches: Iterator[pa.RecordBatch], partition: int
+) -> Iterator[Chunk]:
+    import pyarrow as pa
+
+    return target.chunks((pa.Table.from_batches([b]) for b in batches), partition << 32)
+
+
+def _made_by_spark(source: object) -> Iterator[Chunk]:
+    raise AssertionError("a frame's chunks are made by Spark's tasks")
+
+
+def _function_chunks(
+    target: KeyedTarget,
+    function: BatchFunction,
+    source: tuple[KeyedSource, tuple[int, int] | None],
+) -> Iterator[Chunk]:
+    results = (call_function(function, batch) for batch in target.batches(source))
+    return target.chunks(result for result in results if result is not None)
+
+
+def call_function(function: BatchFunction, batch: pa.RecordBatch) -> pa.Table | None:
+    """The function's result for one batch, as a table (None: no rows). What the function
+    raises is its error: one line with its type, message, file and line."""
+    import pyarrow as pa
+
+    try:
+        result = function(batch)
+    except Exception as exc:  # the user's code: any error is theirs to see
+        raise StatectlError(f"the function raised {_where(exc)}") from None
+    if result is None or isinstance(result, pa.Table):
+        return result
+    if isinstance(result, pa.RecordBatch):
+        return pa.Table.from_batches([result])
+    raise StatectlError(
+        f"the function returned {type(result).__name__}; expected a pyarrow RecordBatch, a "
+        "Table or None"
+    )
+
+
+def _where(exc: Exception) -> str:
+    """`Type: message (file:line)` of the innermost frame of the error's traceback."""
+    import traceback
+
+    frames = traceback.extract_tb(exc.__traceback__)
+    place = f" ({frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+    return f"{type(exc).__name__}: {exc}{place}"
+
+
+def _operator_batches(
+    source: Savepoint, op: OperatorState, state: str, classpath: ClassFinder | None
+) -> Iterator[pa.RecordBatch]:
+    holders = [f for f in entries.operator_files(source, op) if _holds(f, state)]
+    if not holders:
+        raise StatectlError(f"operator {entries.operator_label(op)} has no state {state!r}")
+    codec = tables.operator_state_codec(holders[0], state, classpath)
+    for holder in holders:
+        yield from tables.operator_batches(holder, state, codec)
 
 
 def _tables(rows: Rows) -> Iterator[pa.Table]:
@@ -174,17 +374,9 @@ def apply_function(function: BatchFunction, batches: Iterable[pa.RecordBatch]) -
 
     results: list[tuple[int, pa.Table]] = []  # by the batch's number, from 1
     for number, batch in enumerate(batches, 1):
-        result = function(batch)
-        if result is None:
-            continue
-        if isinstance(result, pa.RecordBatch):
-            result = pa.Table.from_batches([result])
-        if not isinstance(result, pa.Table):
-            raise StatectlError(
-                f"the function returned {type(result).__name__}; expected a pyarrow "
-                "RecordBatch, a Table or None"
-            )
-        results.append((number, result))
+        result = call_function(function, batch)
+        if result is not None:
+            results.append((number, result))
     if not results:
         return pa.table({})
     try:

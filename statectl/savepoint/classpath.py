@@ -37,6 +37,10 @@ class ClassPath:
     def __repr__(self) -> str:
         return f"ClassPath({[str(e) for e in self.entries]!r})"
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled for a Spark task: the entries only; jars open again on first use there."""
+        return {"entries": self.entries, "_zips": {}, "_classes": {}, "_bytes_read": 0}
+
     def __enter__(self) -> ClassPath:
         return self
 

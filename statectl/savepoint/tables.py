@@ -474,6 +474,19 @@ def _map_null_flags(
     return at + 1, flagged & (flag == MAP_NOT_NULL_VALUE), null
 
 
+def split_batches(
+    file: KeyedSource, state: str, codec: StateCodec, key_groups: tuple[int, int] | None
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of one state in a key-group range of a subtask's keyed state:
+    decoded in batches where the state's parts allow (as export does, a batch of blocks at a
+    time), else entry by entry."""
+    if isinstance(file, entries.KeyedFile) and readers_for(codec) is not None:
+        for _, table in keyed_state_batches(file, {state: codec}, key_groups):
+            yield from table.to_batches()
+    else:
+        yield from keyed_batches(file, state, codec, key_groups)
+
+
 def keyed_state_batches(
     file: entries.KeyedFile,
     codecs: dict[str, StateCodec],
