@@ -306,14 +306,41 @@ def write_migration(
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
+    master: str = LOCAL_MASTER,
+    spark_conf: Mapping[str, str] | None = None,
+    head_start: bool = True,
 ) -> MigrationReport:
     """Write `plan` (from `plan_migration`) to `destination`, every state file copied as bytes
-    and referenced relatively; nothing is published unless every copy succeeded."""
+    and referenced relatively; nothing is published unless every copy succeeded. Files and
+    rewritten subtasks (TTL on or off) are tasks, run as rescale runs them: an embedded Spark
+    of `master` (a cluster's with `spark://…`) whose first tasks, with `head_start`, run in
+    this process while it starts, and which starts only for long work."""
     from statectl.operations.migrate import migrate as run_migration
 
-    return run_migration(
-        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
+    engine = _write_engine(
+        plan.source, destination, storage_options, master, spark_conf, head_start
     )
+    return run_migration(
+        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress,
+        engine=engine,
+    )  # fmt: skip
+
+
+def _write_engine(
+    source: Any,
+    destination: str,
+    storage_options: dict[str, Any] | None,
+    master: str,
+    spark_conf: Mapping[str, str] | None,
+    head_start: bool,
+) -> Any:
+    """The engine of a write from the parsed savepoint `source` to `destination`."""
+    from statectl.execution.factory import choose_engine
+    from statectl.savepoint.storage import locate
+
+    options = storage_options or source.storage_options
+    locations = (source.directory, locate(destination, options))
+    return choose_engine(True, master, spark_conf, *locations, head_start=head_start)
 
 
 def migrate(
@@ -325,13 +352,17 @@ def migrate(
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
+    master: str = LOCAL_MASTER,
+    spark_conf: Mapping[str, str] | None = None,
+    head_start: bool = True,
 ) -> MigrationReport:
     """Operators renamed (uid OLD → NEW) or dropped, every state file carried over as bytes
     (`statectl migrate`): `plan_migration`, then `write_migration`."""
     migration = plan_migration(source, renames, drops, storage_options=storage_options)
     return write_migration(
         migration, destination, overwrite=overwrite, progress=progress,
-        storage_options=storage_options,
+        storage_options=storage_options, master=master, spark_conf=spark_conf,
+        head_start=head_start,
     )  # fmt: skip
 
 
@@ -367,18 +398,15 @@ def transform(
         from statectl.errors import StatectlError
 
         raise StatectlError("give exactly one of sql and python")
-    from statectl.execution.factory import choose_engine
     from statectl.operations import transform as edits
     from statectl.operations.migrate import migrate, plan_migration
     from statectl.savepoint.classpath import ClassPath
-    from statectl.savepoint.storage import locate
 
     sp = _opened(source, storage_options)
     sp.ensure_consistent()
     options = storage_options or sp.parsed.storage_options
-    locations = (sp.parsed.directory, locate(destination, options))
     # SQL needs Spark; a function's batches take a head start in this process.
-    engine = choose_engine(True, master, spark_conf, *locations, head_start=sql is None)
+    engine = _write_engine(sp.parsed, destination, options, master, spark_conf, sql is None)
     with ClassPath(classpath) as classes:
         job_classes = classes if classes.entries else None
         if sql is not None:
@@ -475,6 +503,9 @@ def upgrade(
     overwrite: bool = False,
     progress: ProgressCallback | None = None,
     storage_options: dict[str, Any] | None = None,
+    master: str = LOCAL_MASTER,
+    spark_conf: Mapping[str, str] | None = None,
+    head_start: bool = True,
 ) -> UpgradeReport:
     """A Flink 1.x savepoint rewritten so that Flink 2.x (`to`) restores it (`statectl
     upgrade -o`): every state `Savepoint.check_upgrade` flags converted (Kryo 2 values as Kryo
@@ -482,17 +513,20 @@ def upgrade(
     `_metadata` as 2.x writes them). `classpath`: the job's jars or class folders, read for
     user classes Kryo wrote field by field. A state that cannot be converted raises
     StatectlError naming it, and nothing is written, unless `drop_unconvertible` drops exactly
-    those."""
+    those. Values are converted subtask file by subtask file, as `write_migration` runs its
+    tasks (`master`, `spark_conf`, `head_start`)."""
     from statectl.operations.upgrade import plan_upgrade, write_upgrade
     from statectl.savepoint.classpath import ClassPath
 
     sp = _opened(source, storage_options)
     sp.ensure_consistent()
+    engine = _write_engine(sp.parsed, destination, storage_options, master, spark_conf, head_start)
     with ClassPath(classpath) as classes:
         plan = plan_upgrade(sp.parsed, to, drop_unconvertible=drop_unconvertible, classpath=classes)
-    return write_upgrade(
-        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
-    )
+        return write_upgrade(
+            plan, destination, overwrite=overwrite, storage_options=storage_options,
+            progress=progress, engine=engine,
+        )  # fmt: skip
 
 
 def stale_staging(destination: str, storage_options: dict[str, Any] | None = None) -> list[str]:

@@ -8,12 +8,17 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
+    DEFAULT_MASTER,
     AllowExternalFilesOption,
     DestinationOption,
+    HeadStartOption,
     JsonOption,
+    MasterOption,
     OverwriteOption,
     SourceArgument,
+    SparkConfOption,
     StorageOptionFlags,
+    parse_spark_conf,
     parse_storage_options,
 )
 
@@ -90,6 +95,9 @@ def migrate_command(
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
     allow_external_files: AllowExternalFilesOption = False,
+    master: MasterOption = DEFAULT_MASTER,
+    conf: SparkConfOption = None,
+    head_start: HeadStartOption = True,
 ) -> None:
     """Rename or drop operators and states, set TTL or source positions.
 
@@ -161,6 +169,9 @@ def migrate_command(
             overwrite=overwrite,
             storage_options=options,
             progress=progress.update,
+            master=master,
+            spark_conf=parse_spark_conf(conf),
+            head_start=head_start,
         )
     render.migrate(report)
 

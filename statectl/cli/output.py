@@ -739,7 +739,7 @@ def rescale_report_to_json(report: RescaleReport) -> dict[str, Any]:
         "bytes": report.bytes,
         "operators": [_rescaled_operator_json(op) for op in report.operators],
         "timings": dict(report.timings),
-        "tasks": {"driver": 0, "spark": 0, **dict(report.tasks_run)},
+        "tasks": tasks_json(report.tasks_run),
     }
 
 
@@ -773,9 +773,18 @@ def _print_rescale_report(report: RescaleReport) -> None:
             op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes), skew
         )
     _stdout().print(table)
-    ran = dict(report.tasks_run)
+    print_tasks_run(report.tasks_run)
+
+
+def print_tasks_run(tasks_run: tuple[tuple[str, int], ...]) -> None:
+    """Where a writing command's tasks ran, when it ran any."""
+    ran = dict(tasks_run)
     if ran:
         print_line(f"Tasks: {ran.get('driver', 0)} in this process, {ran.get('spark', 0)} on Spark")
+
+
+def tasks_json(tasks_run: tuple[tuple[str, int], ...]) -> dict[str, int]:
+    return {"driver": 0, "spark": 0, **dict(tasks_run)}
 
 
 def _parallelism_change(op: RescaledOperator) -> str:
@@ -809,6 +818,7 @@ def migration_to_json(report: MigrationReport) -> dict[str, Any]:
         "states": [
             _pick(edit, "operator", "state", "action", "new_name", "rows") for edit in report.states
         ],
+        "tasks": tasks_json(report.tasks_run),
     }
 
 
@@ -846,6 +856,7 @@ def _print_migration(report: MigrationReport) -> None:
     )
     for edit in report.states:
         print_line(f"state {edit.operator}/{edit.state}: {_state_edit_text(edit)}")
+    print_tasks_run(report.tasks_run)
 
 
 def _state_edit_text(edit: StateEditReport) -> str:

@@ -7,11 +7,16 @@ from typing import Annotated
 import typer
 
 from statectl.cli.options import (
+    DEFAULT_MASTER,
     AllowExternalFilesOption,
+    HeadStartOption,
     JsonOption,
+    MasterOption,
     OverwriteOption,
     SavepointArgument,
+    SparkConfOption,
     StorageOptionFlags,
+    parse_spark_conf,
     parse_storage_options,
 )
 
@@ -46,6 +51,9 @@ def upgrade_command(
     json_output: JsonOption = False,
     storage_option: StorageOptionFlags = None,
     allow_external_files: AllowExternalFilesOption = False,
+    master: MasterOption = DEFAULT_MASTER,
+    conf: SparkConfOption = None,
+    head_start: HeadStartOption = True,
 ) -> None:
     """Check a Flink 1.x savepoint for Flink 2.x, or rewrite it so that 2.x restores it.
 
@@ -88,6 +96,7 @@ def upgrade_command(
         written = statectl.upgrade(
             savepoint, destination, to=to, drop_unconvertible=drop_unconvertible,
             classpath=classpath or (), overwrite=overwrite, storage_options=options,
+            master=master, spark_conf=parse_spark_conf(conf), head_start=head_start,
         )  # fmt: skip
         upgrade_view.print_upgrade(written, json_output)
         return

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from statectl.cli.output import print_json, print_line
+from statectl.cli.output import print_json, print_line, print_tasks_run, tasks_json
 
 if TYPE_CHECKING:
     from statectl.api.reports import UpgradeCheck, UpgradeReport
@@ -60,6 +60,7 @@ def print_upgrade(report: UpgradeReport, json_output: bool) -> None:
                 "dropped": [asdict(state) for state in report.dropped],
                 "files": written.files,
                 "bytes": written.bytes,
+                "tasks": tasks_json(written.tasks_run),
             }
         )
         return
@@ -73,3 +74,4 @@ def print_upgrade(report: UpgradeReport, json_output: bool) -> None:
         f"{len(report.converted)} converted, {len(report.dropped)} dropped, {kept} copied "
         f"for Flink {report.check.target}"
     )
+    print_tasks_run(written.tasks_run)

@@ -236,7 +236,8 @@ def migrate(
 class _Written:
     copies: list[RelativeFileHandle]
     keyed: dict[tuple[int, int], KeyedHandle | None]  # (position, subtask) → new handle
-    fed: dict[tuple[bytes, str], list[FedFile]]  # (input operator id, state) → files
+    # (input operator id, state) → the feed and the files its tasks wrote
+    fed: dict[tuple[bytes, str], tuple[RowFeed, list[FedFile]]]
 
 
 def _write_files(
@@ -260,7 +261,7 @@ def _write_files(
         )  # fmt: skip
         for file in files:
             written.keyed[position, subtask_rewrites[file.subtask].source.subtask] = file.handle
-        written.fed[op_id, state] = files
+        written.fed[op_id, state] = feed, files
     rewrites = [(p, r) for p, r in _rewrites(plan) if not _fed_states(r)]
     names = [_keyed_name(plan, position, rewrite) for position, rewrite in rewrites]
     tasks: list[tuple[int, int]] = [(COPY, n) for n in range(len(copies))]
@@ -336,13 +337,14 @@ def _fed_reports(plan: MigrationPlan, written: _Written) -> tuple[StateEditRepor
     """The edits' reports, fed states' with the rows their tasks wrote and their warnings."""
     if plan.states is None:
         return ()
+    feeds = {(plan.states.labels[op_id], state): fed for (op_id, state), fed in written.fed.items()}
     reports = []
-    for edit, report in zip(plan.states.edits, plan.states.reports, strict=True):
-        op_id = plan.source.find_operator(edit.operator).operator_id
-        files = written.fed.get((op_id, edit.state))
-        if files is not None and edit.feed is not None:
+    for report in plan.states.reports:
+        fed = feeds.get((report.operator, report.state))
+        if fed is not None:
+            feed, files = fed
             unchecked = unchecked_counts(files)
-            warnings = edit.feed.warnings(unchecked) if unchecked else ()
+            warnings = feed.warnings(unchecked) if unchecked else ()
             report = dataclasses.replace(
                 report, rows=sum(f.rows for f in files), warnings=report.warnings + warnings
             )

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
+from statectl.execution.engine import Engine
 from statectl.formats import operator_state, source_state
 from statectl.formats.class_files import ClassFinder
 from statectl.formats.handles import IncrementalKeyedHandle
@@ -360,13 +361,16 @@ def write_upgrade(
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    engine: Engine | None = None,
 ) -> UpgradeReport:
+    """The upgraded savepoint, its values converted by `engine`'s tasks subtask by subtask."""
     written = migrate(
         plan.migration,
         destination,
         overwrite=overwrite,
         storage_options=storage_options,
         progress=progress,
+        engine=engine,
     )
     return UpgradeReport(plan.check, plan.converted, plan.dropped, written)
 

@@ -70,6 +70,15 @@ class Scalar(Codec):
         "fixed_length",
     )
 
+    def __reduce__(self) -> str | tuple[Any, ...]:
+        """The module's scalars pickle by name, so that a Spark task's codecs hold the very
+        objects other code compares by identity; others by their parts."""
+        name = _MODULE_SCALARS.get(id(self))
+        if name is not None:
+            return name  # pickle: the global of that name in this module
+        parts = tuple(getattr(self, slot) for slot in Scalar.__slots__)
+        return _scalar_from_slots, parts
+
     def __init__(
         self,
         name: str,
@@ -638,3 +647,14 @@ STRING_DATA = Scalar("STRING", _read_string_data, _write_string_data, _arrow("st
 register(
     "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
 )(_constant(STRING_DATA))
+
+
+def _scalar_from_slots(*parts: Any) -> Scalar:
+    scalar = Scalar.__new__(Scalar)
+    for slot, part in zip(Scalar.__slots__, parts, strict=True):
+        setattr(scalar, slot, part)
+    return scalar
+
+
+# id → name of each scalar this module defines, for `Scalar.__reduce__`
+_MODULE_SCALARS = {id(v): k for k, v in list(globals().items()) if isinstance(v, Scalar)}
