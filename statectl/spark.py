@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from pyspark.sql.types import StructType
 
     from statectl.api import ReadSplit, State
+    from statectl.operations.transform import RunsWriter, TaskRuns
     from statectl.savepoint.storage import Location
 
 try:  # Spark 4: tasks get Arrow batches
@@ -228,20 +229,35 @@ class RowsFile(WriterCommitMessage):
         self.rows = rows
 
 
+class TaskRunsFile(WriterCommitMessage):
+    """A task's rows of keyed state, encoded: its sorted run of entries per target subtask."""
+
+    def __init__(self, runs: TaskRuns) -> None:
+        self.runs = runs
+
+
 class FlinkStateWriter(_WriterBase):
-    """Tasks stage their rows as Arrow IPC files; the driver's commit writes the savepoint.
+    """Tasks encode keyed state's rows into entries and write them, sorted, as one run per
+    target subtask; the commit merges each subtask's runs into its file as bytes and writes
+    `_metadata` (operator state, small, is staged as Arrow IPC files and encoded there).
 
     Made on the driver (`prepare`, which refuses what it can before any task runs: a missing
     option, a destination statectl may not replace, columns that do not fit the state) and
     shipped to the tasks by Spark."""
 
     def __init__(
-        self, options: dict[str, str], arrow_schema: pa.Schema, overwrite: bool, rows_url: str
+        self,
+        options: dict[str, str],
+        arrow_schema: pa.Schema,
+        overwrite: bool,
+        rows_url: str,
+        runs_writer: RunsWriter | None = None,
     ) -> None:
         self.options = options
         self.arrow_schema = arrow_schema  # Spark's, for a write without any row
         self.overwrite = overwrite
         self.rows_url = rows_url
+        self.runs_writer = runs_writer  # keyed state's encoder
 
     @classmethod
     def prepare(
@@ -271,21 +287,25 @@ class FlinkStateWriter(_WriterBase):
             )
         arrow_schema = to_arrow_schema(schema, timezone="UTC")
         # The columns' names and types, checked on no rows: a mistyped column fails here.
-        _source_state(options).replace(arrow_schema.empty_table())
+        state = _source_state(options)
+        state.replace(arrow_schema.empty_table())
         rows = destination.parent.child(f"{ROWS_MARK}{destination.name}-{uuid.uuid4().hex[:12]}")
         # A local folder by its absolute path: executors do not share the driver's directory.
-        return cls(options, arrow_schema, overwrite, rows.path if rows.is_local else rows.url)
+        rows_url = rows.path if rows.is_local else rows.url
+        return cls(options, arrow_schema, overwrite, rows_url, state.runs_writer())
 
     def _rows_folder(self) -> Location:
         from statectl.savepoint.storage import locate
 
         return locate(self.rows_url, _storage_options(self.options))
 
-    def write(self, iterator: Iterator[Any]) -> RowsFile:
+    def write(self, iterator: Iterator[Any]) -> RowsFile | TaskRunsFile:
         import uuid
 
         batches = iterator if _ARROW_WRITER else _batches_of_rows(iterator, self.arrow_schema)
         folder = self._rows_folder()
+        if self.runs_writer is not None:
+            return TaskRunsFile(self.runs_writer.write(batches, folder, uuid.uuid4().hex))
         writer = None
         rows = 0
         path = folder.child(f"part-{uuid.uuid4().hex}.arrow").path
@@ -312,10 +332,12 @@ class FlinkStateWriter(_WriterBase):
             sp = statectl.open(_required(self.options, "source"), _storage_options(self.options))
             name = _required(self.options, "state")
             state = sp.operator(_required(self.options, "operator")).state(name)
-            # The tasks' files batch by batch: `replace` spills the rows, the driver holds none.
-            state.replace(
-                self._batches(folder, paths) if paths else self.arrow_schema.empty_table()
-            )
+            if self.runs_writer is not None:
+                state.replace_from_runs([m.runs for m in messages if isinstance(m, TaskRunsFile)])
+            else:  # operator state: the tasks' Arrow files, encoded here
+                state.replace(
+                    self._batches(folder, paths) if paths else self.arrow_schema.empty_table()
+                )
             sp.write(_required(self.options, "path"), overwrite=self.overwrite)
         finally:
             self._remove_rows(folder)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from statectl.operations.positions import PositionsReport
     from statectl.operations.state_edits import StateEdit
     from statectl.operations.summary import SavepointSummary
+    from statectl.operations.transform import RunsWriter, TaskRuns
     from statectl.operations.upgrade import UpgradeCheck
     from statectl.operations.verify import Verification
     from statectl.progress import ProgressCallback
@@ -314,6 +315,20 @@ class State:
             edit = replacement(sp, self.operator.id, self.name, rows, job_classes)
         self._edit(edit)
         return edit.warnings
+
+    def runs_writer(self) -> RunsWriter | None:
+        """For the Spark writer: what its tasks encode new rows with, into sorted runs of
+        entries per target subtask (None for operator state, whose rows the commit takes)."""
+        from statectl.operations.transform import runs_writer
+
+        return runs_writer(self.operator.savepoint.parsed, self.operator.id, self.name)
+
+    def replace_from_runs(self, tasks: Sequence[TaskRuns]) -> None:
+        """Make the rows that `runs_writer`'s tasks wrote the state's entries when the
+        savepoint is written: each subtask's file merges its runs, as bytes."""
+        from statectl.operations.transform import runs_edit
+
+        self._edit(runs_edit(self.operator.savepoint.parsed, self.operator.id, self.name, tasks))
 
     def drop(self) -> None:
         """Leave this state out of the written savepoint."""

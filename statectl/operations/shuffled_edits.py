@@ -10,18 +10,21 @@ key group's rows at a time. The driver gets back only each file's handle and cou
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 import json
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import NOTES_KEY_GROUP, Engine
 from statectl.formats.handles import KeyedHandle
 from statectl.operations.state_edits import RowFeed
-from statectl.savepoint.entry_chunks import ShuffledRows
+from statectl.savepoint.entries import KeyedSource
+from statectl.savepoint.entry_chunks import ShuffledRows, merged_runs, read_run
 from statectl.savepoint.keyed_rewrite import SubtaskRewrite, key_groups_of, with_rows, write_subtask
 from statectl.savepoint.storage import locate
 
@@ -48,9 +51,14 @@ def notes_chunk(unchecked_nulls: Counter[tuple[str, str]]) -> tuple[int, int, by
 
 def owners(rewrites: Sequence[SubtaskRewrite], max_parallelism: int) -> list[int]:
     """Each key group's subtask (the position of the rewrite whose file holds it)."""
+    return owners_of_files([rewrite.source for rewrite in rewrites], max_parallelism)
+
+
+def owners_of_files(files: Sequence[KeyedSource], max_parallelism: int) -> list[int]:
+    """Each key group's subtask (the position of the subtask's file among `files`)."""
     owner = [0] * max_parallelism
-    for position, rewrite in enumerate(rewrites):
-        key_groups = key_groups_of(rewrite.source)
+    for position, file in enumerate(files):
+        key_groups = key_groups_of(file)
         if key_groups is not None:
             owner[key_groups[0] : key_groups[1] + 1] = [position] * (
                 key_groups[1] - key_groups[0] + 1
@@ -90,6 +98,8 @@ def write_fed(
         notes = tuple((pojo, name, count) for (pojo, name), count in sorted(unchecked.items()))
         return FedFile(partition, handle, rows.count, notes)
 
+    if feed.runs is not None:
+        return _write_runs(engine, feed, write, storage_options)
     if feed.frame is not None:
         spark = getattr(engine, "spark", engine)  # a head start's Spark takes a frame's work
         if not hasattr(spark, "sort_frame"):
@@ -106,6 +116,31 @@ def write_fed(
 
     sources = list(enumerate(feed.sources))
     return engine.sort_partitions(sources, records, len(rewrites), write)
+
+
+def _write_runs(
+    engine: Engine,
+    feed: RowFeed,
+    write: Callable[[int, Iterator[tuple[Any, bytes]]], FedFile],
+    storage_options: dict[str, Any] | None,
+) -> list[FedFile]:
+    """One task per subtask merges the sorted runs made for it into its file."""
+    runs = [list(urls) for urls in feed.runs or ()]
+    notes = feed.runs_notes
+
+    def merge(partition: int) -> FedFile:
+        with contextlib.ExitStack() as stack:
+            sources = [stack.enter_context(_open(url, storage_options)) for url in runs[partition]]
+            merged = merged_runs(read_run(source) for source in sources)
+            written = write(partition, (((partition, kg, 0, 0), chunk) for kg, chunk in merged))
+        return dataclasses.replace(written, unchecked_nulls=notes) if partition == 0 else written
+
+    return engine.run(list(range(len(runs))), merge)
+
+
+def _open(url: str, storage_options: dict[str, Any] | None) -> BinaryIO:
+    location = locate(url, storage_options)
+    return location.fs.open(location.path, "rb")  # type: ignore[no-any-return]
 
 
 def unchecked_counts(files: Iterable[FedFile]) -> Mapping[tuple[str, str], int]:

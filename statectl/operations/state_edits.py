@@ -68,6 +68,11 @@ class RowFeed:
     frame: Any = None
     # The report's lines for nulls the tasks wrote into POJO fields of classes not read.
     warnings: Callable[[Mapping[tuple[str, str], int]], tuple[str, ...]] = lambda _: ()
+    # Instead of sources: chunks the tasks already sorted into run files (`entry_chunks`),
+    # their URLs per subtask (by position), merged by the task writing it; and the nulls
+    # those tasks counted (POJO class, field, rows).
+    runs: Sequence[Sequence[str]] | None = None
+    runs_notes: tuple[tuple[str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)

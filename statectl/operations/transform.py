@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib
+import json
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +23,13 @@ from statectl.errors import FormatError, StatectlError
 from statectl.formats.java_types import KeyType, key_type_for_snapshot
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_values import StateCodec
-from statectl.operations.shuffled_edits import notes_chunk
+from statectl.operations.shuffled_edits import NOTES, notes_chunk, owners_of_files
 from statectl.operations.state_edits import REPLACE, RowFeed, StateEdit
 from statectl.savepoint import entries, tables
 from statectl.savepoint.entries import KeyedSource
+from statectl.savepoint.entry_chunks import RunWriter
 from statectl.savepoint.model import Savepoint
+from statectl.savepoint.storage import Location
 from statectl.savepoint.table_rows import (
     RowEncoder,
     UncheckedNulls,
@@ -163,6 +166,86 @@ def keyed_target(
     except FormatError as exc:
         raise StatectlError(f"state {state!r}: {exc.message}", label) from None
     return target
+
+
+@dataclass(frozen=True)
+class TaskRuns:
+    """What one writing task made: its run file per subtask (by position), and the nulls it
+    wrote into POJO fields of classes not read (class, field, rows)."""
+
+    runs: dict[int, str]
+    rows: int
+    unchecked_nulls: tuple[tuple[str, str, int], ...]
+
+
+@dataclass(frozen=True)
+class RunsWriter:
+    """Rows to sorted runs of chunks, one per target subtask, in a task (the Spark writer's):
+    picklable, made on the driver by `runs_writer`."""
+
+    target: KeyedTarget
+    owner: tuple[int, ...]  # key group → subtask position
+
+    def write(self, batches: Iterable[pa.RecordBatch], folder: Location, name: str) -> TaskRuns:
+        """Encode `batches` and write their runs as `folder/name-sNNNNN.run`."""
+        import pyarrow as pa
+
+        spool = RunWriter()
+        unchecked: Counter[tuple[str, str]] = Counter()
+        rows = 0
+
+        def tables() -> Iterator[pa.Table]:
+            nonlocal rows
+            for batch in batches:
+                rows += batch.num_rows
+                yield pa.Table.from_batches([batch])
+
+        try:
+            for key_group, seq, chunk in self.target.chunks(tables()):
+                if key_group == NOTES:
+                    unchecked.update({(p, n): c for p, n, c in json.loads(chunk)})
+                else:
+                    spool.add(self.owner[key_group], key_group, seq, chunk)
+            runs = {}
+            for subtask in spool.subtasks:
+                run = folder.child(f"{name}-s{subtask:05d}.run")
+                folder.fs.makedirs(folder.path, exist_ok=True)
+                with folder.fs.open(run.path, "wb") as out:
+                    spool.write_run(subtask, out)
+                runs[subtask] = run.url
+        finally:
+            spool.close()
+        notes = tuple((p, n, c) for (p, n), c in sorted(unchecked.items()))
+        return TaskRuns(runs, rows, notes)
+
+
+def runs_writer(
+    source: Savepoint, operator: str, state: str, classpath: ClassFinder | None = None
+) -> RunsWriter | None:
+    """The writer of runs for keyed state `state` (None: operator state)."""
+    target = keyed_target(source, operator, state, classpath)
+    if target is None:
+        return None
+    op = source.find_operator(operator)
+    owner = owners_of_files(entries.keyed_files(source, op), op.max_parallelism)
+    return RunsWriter(target, tuple(owner))
+
+
+def runs_edit(source: Savepoint, operator: str, state: str, tasks: Sequence[TaskRuns]) -> StateEdit:
+    """The edit that makes the rows the tasks wrote as runs the state's entries."""
+    target = keyed_target(source, operator, state)
+    assert target is not None
+    subtasks = len(entries.keyed_files(source, source.find_operator(operator)))
+    runs = [[t.runs[n] for t in tasks if n in t.runs] for n in range(subtasks)]
+    unchecked: Counter[tuple[str, str]] = Counter()
+    for task in tasks:
+        unchecked.update({(p, n): c for p, n, c in task.unchecked_nulls})
+    notes = tuple((p, n, c) for (p, n), c in sorted(unchecked.items()))
+    feed = RowFeed(
+        (), _made_by_spark, target.describe_key, warnings=target.warnings, runs=runs,
+        runs_notes=notes,
+    )  # fmt: skip
+    return StateEdit(operator, state, REPLACE, feed=feed)
 
 
 def function_edit(

@@ -10,9 +10,13 @@ a time (`ShuffledRows`), holding one key group's rows: what `keyed_rewrite` writ
 
 from __future__ import annotations
 
+import heapq
 import itertools
+import os
 import struct
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO
 
 from statectl.errors import FormatError
 
@@ -80,3 +84,54 @@ class ShuffledRows:
         """Every chunk must have been taken: one left lies past the subtask's key groups."""
         if self._pending is not None:
             raise FormatError(f"rows of key group {self._pending[0]} reached the wrong subtask")
+
+
+# --- runs: a task's chunks for one subtask, sorted, in a file -------------------------------------
+
+_RUN_HEAD = struct.Struct(">iqi")  # key group, seq, chunk length
+Chunk = tuple[int, int, bytes]  # key group, seq, packed rows
+
+
+class RunWriter:
+    """A task's chunks by subtask, gathered on local disk in arrival order (only an index of
+    them in memory), then written out per subtask sorted by (key group, seq): the runs the
+    subtask's writer merges (`merged_runs`)."""
+
+    def __init__(self) -> None:
+        local = os.environ.get("STATECTL_LOCAL_DIR")
+        self._spool = tempfile.TemporaryFile(dir=local)  # noqa: SIM115 - closed by close()
+        self._index: dict[int, list[tuple[int, int, int, int]]] = {}  # subtask → kg, seq, pos, len
+
+    def add(self, subtask: int, key_group: int, seq: int, chunk: bytes) -> None:
+        position = self._spool.seek(0, os.SEEK_END)
+        self._spool.write(chunk)
+        self._index.setdefault(subtask, []).append((key_group, seq, position, len(chunk)))
+
+    @property
+    def subtasks(self) -> list[int]:
+        return sorted(self._index)
+
+    def write_run(self, subtask: int, out: BinaryIO) -> int:
+        """Subtask `subtask`'s chunks into `out`, sorted; returns the chunks written."""
+        chunks = sorted(self._index[subtask])
+        for key_group, seq, position, length in chunks:
+            self._spool.seek(position)
+            out.write(_RUN_HEAD.pack(key_group, seq, length))
+            out.write(self._spool.read(length))
+        return len(chunks)
+
+    def close(self) -> None:
+        self._spool.close()
+
+
+def read_run(source: BinaryIO) -> Iterator[Chunk]:
+    """A run's chunks, in its (sorted) order."""
+    while head := source.read(_RUN_HEAD.size):
+        key_group, seq, length = _RUN_HEAD.unpack(head)
+        yield key_group, seq, source.read(length)
+
+
+def merged_runs(runs: Iterable[Iterator[Chunk]]) -> Iterator[tuple[int, bytes]]:
+    """Sorted runs merged into one stream of (key group, chunk), key groups ascending."""
+    merged = heapq.merge(*runs, key=lambda chunk: (chunk[0], chunk[1]))
+    return ((key_group, chunk) for key_group, _, chunk in merged)
