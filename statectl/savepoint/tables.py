@@ -128,16 +128,20 @@ def keyed_batches(
     raw: RawTally | None = None,
     batch_rows: int = BATCH_ROWS,
 ) -> Iterator[pa.RecordBatch]:
-    """One keyed state's rows from one subtask's keyed state (a key-group range of it)."""
+    """One keyed state's rows from one subtask's keyed state (a key-group range of it), in
+    batches of about `batch_rows` that hold whole key groups: all the rows of a key are in
+    one batch (what a function over a key's rows needs)."""
     columns = _Columns(codec, codec.arrow_schema(), raw or RawTally())
     user_value = codec.user_value_codec()
     header = file.header()
+    key_group = None
     for entry in file.entries(key_groups, header):
         if entry.state.name != state:
             continue
-        _put_entry(columns, file, state, codec, user_value, entry)
-        if len(columns) >= batch_rows:
+        if len(columns) >= batch_rows and entry.key_group != key_group:
             yield columns.batch()
+        key_group = entry.key_group
+        _put_entry(columns, file, state, codec, user_value, entry)
     if len(columns):
         yield columns.batch()
 

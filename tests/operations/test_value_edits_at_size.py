@@ -1,0 +1,139 @@
+"""Value edits of a state larger than Spark's memory: `transform --sql`, the Spark writer and
+`migrate --ttl` (the engine path `upgrade` takes too) each run on an embedded Spark whose JVM
+heap (`spark.driver.memory`) and Python workers' aggregation memory
+(`spark.python.worker.memory`) are smaller than the state, and write it back whole.
+
+The savepoint is `bench.synthetic`'s (the `keyed-str` operator of a real Flink 2.3 fixture,
+its `_metadata` and serializer header, key-group blocks multiplied by statectl's writer);
+every output is restored by real Flink (all of its state deserialized by the hashmap backend,
+not dumped: the dump of a state this size would dwarf the test), and read back by statectl,
+split by split against the input, entry by entry: the edited state holds exactly the edit,
+every other state exactly what it held.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import statectl
+from bench import synthetic
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.spark, pytest.mark.flink]
+
+STATE_BYTES = 136 << 20
+SMALL_SPARK = {
+    # The JVM's heap, below the state's size. Spark sizes its memory for execution and
+    # caching from what it believes the heap is (less 300 MiB it reserves, and refuses a heap
+    # under 450 MiB): it is told the truth, reserving nothing, so it spills what does not fit.
+    "spark.driver.memory": "128m",
+    "spark.testing.memory": str(128 << 20),
+    "spark.testing.reservedMemory": "0",
+    "spark.python.worker.memory": "16m",
+    "spark.ui.enabled": "false",
+}
+OPERATOR = "keyed-str"
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[synthetic.Built]:
+    params = synthetic.Params(STATE_BYTES, parallelism=3, max_parallelism=256, list_elements=4)
+    built = synthetic.ensure(params, tmp_path_factory.mktemp("at-size"))
+    assert built.bytes > 128 << 20
+    yield built
+    shutil.rmtree(built.path, ignore_errors=True)
+
+
+def statectl_cli(*argv: str) -> subprocess.CompletedProcess[str]:
+    """statectl in a child process: its own Spark JVM, of the small sizes above."""
+    conf = [arg for key, value in SMALL_SPARK.items() for arg in ("--conf", f"{key}={value}")]
+    command = [sys.executable, "-m", "statectl", *argv, *conf]
+    return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
+
+
+def tables_by_split(path: Path, state: str) -> Iterator[pa.Table]:
+    """A state's rows, one subtask's key-group range at a time, sorted for comparison."""
+    target = statectl.open(str(path)).operator(OPERATOR).state(state)
+    for split in target.splits(split_bytes=1 << 62):
+        table = pa.Table.from_batches(list(statectl.api.read_split(split)), target.schema)
+        keys = [c for c in ("key", "namespace", "user_key", "timestamp") if c in table.column_names]
+        yield table.sort_by([(k, "ascending") for k in keys])
+
+
+def assert_states(
+    source: Path, output: Path, edited: str, expect: Callable[[pa.Table], pa.Table]
+) -> None:
+    """Every state of the operator as in `source`, but `edited`, which is `expect` of it."""
+    for state in ("cnt", "mp", "lst", "_timer_state/processing_user-timers"):
+        pairs = zip(tables_by_split(source, state), tables_by_split(output, state), strict=True)
+        for before, after in pairs:
+            wanted = expect(before) if state == edited else before
+            assert after.num_rows == wanted.num_rows, state
+            assert after.equals(wanted), state
+
+
+def plus_one(table: pa.Table) -> pa.Table:
+    return table.set_column(2, "value", pc.add(table.column("value"), 1))
+
+
+def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_memory(
+    source: synthetic.Built, tmp_path: Path
+) -> None:
+    from tests.flink import harness
+
+    edited = tmp_path / "transformed"
+    done = statectl_cli(
+        "transform", str(source.path), "-o", str(edited), "--operator", OPERATOR, "--state",
+        "cnt", "--sql", "SELECT key, namespace, value + 1 AS value FROM state", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    written = tmp_path / "written"
+    script = textwrap.dedent(
+        f"""
+        from pyspark.sql import SparkSession
+        import statectl.spark
+        builder = SparkSession.builder.master("local[2]")
+        for key, value in {SMALL_SPARK!r}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        statectl.spark.register(spark)
+        options = dict(path={str(source.path)!r}, operator={OPERATOR!r}, state="cnt")
+        frame = spark.read.format("flink-state").options(**options).load()
+        (frame.selectExpr("key", "namespace", "value + 1 AS value")
+            .write.format("flink-state").mode("overwrite")
+            .options(source={str(source.path)!r}, operator={OPERATOR!r}, state="cnt")
+            .save({str(written)!r}))
+        """
+    )
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    ttl = tmp_path / "ttl"
+    done = statectl_cli(
+        "migrate", str(source.path), "-o", str(ttl), "--ttl", f"{OPERATOR}/lst=7d",
+        "--no-head-start", "--json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+
+    restored = harness.restore_check(
+        [harness.RestoreRequest(path, 3, dump=False) for path in (edited, written, ttl)]
+    )
+    assert [r["error"] for r in restored] == [None, None, None]
+    assert all(r["ok"] for r in restored)
+    assert_states(source.path, edited, "cnt", plus_one)
+    assert_states(source.path, written, "cnt", plus_one)
