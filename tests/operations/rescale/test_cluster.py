@@ -80,9 +80,19 @@ def outcome(cluster: Cluster) -> dict[str, Any]:
             started = time.monotonic()
             runs[fixture, mode] = _rescale(fixture, root / mode / fixture, run_env, *extra)
             timings[f"{fixture} {mode}"] = time.monotonic() - started
-    restorable = [f for f in FIXTURES if runs[f, "cluster"].returncode == 0]
+            if fixture == TRANSFORMED:
+                started = time.monotonic()
+                runs[TRANSFORM, mode] = _transform(
+                    fixture, root / mode / TRANSFORM, run_env, *extra
+                )
+                timings[f"transform {mode}"] = time.monotonic() - started
+    restorable = [f for f in (*FIXTURES, TRANSFORM) if runs[f, "cluster"].returncode == 0]
     requests = [
-        RestoreRequest(root / "cluster" / f, PARALLELISM, backend=load_manifest(f)["backend"])
+        RestoreRequest(
+            root / "cluster" / f,
+            PARALLELISM if f != TRANSFORM else load_manifest(TRANSFORMED)["parallelism"],
+            backend=load_manifest(TRANSFORMED if f == TRANSFORM else f)["backend"],
+        )
         for f in restorable
     ]
     started = time.monotonic()
@@ -97,6 +107,16 @@ def outcome(cluster: Cluster) -> dict[str, Any]:
         "left_in_tmp": sorted(p.name for p in tmp.iterdir()),
         "statectl_importable": statectl_importable(python, cwd=root),
     }  # fmt: skip
+
+
+TRANSFORMED, TRANSFORM = "hashmap_canonical_files", "transform"
+
+
+def _transform(fixture: str, output: Path, env: dict[str, str], *extra: str) -> Run:
+    source = str(fixture_savepoint(fixture))
+    query = "SELECT key, namespace, value + 1 AS value FROM state"
+    args = ["transform", source, "-o", str(output), "--operator", "keyed-str", "--state", "cnt"]
+    return _statectl([*args, "--sql", query, *extra], env)
 
 
 def _assert_succeeded(run: Run) -> None:
@@ -143,9 +163,36 @@ def test_cluster_output_is_byte_identical_to_local_mode(
         assert (on_cluster / name).read_bytes() == (local / name).read_bytes(), name
 
 
+def test_a_transform_on_the_cluster_writes_what_local_mode_writes_and_flink_restores(
+    outcome: dict[str, Any],
+) -> None:
+    """The query ran in Spark's tasks, its rows were encoded and shuffled there, each subtask
+    file written by one task: the same bytes as in local mode; Flink restores it, and its
+    `cnt` holds every value plus one."""
+    import pyarrow.compute as pc
+
+    import statectl
+
+    for mode in ("cluster", "local"):
+        _assert_succeeded(outcome["runs"][TRANSFORM, mode])
+    on_cluster, local = (outcome["root"] / mode / TRANSFORM for mode in ("cluster", "local"))
+    names = sorted(p.name for p in local.iterdir())
+    assert sorted(p.name for p in on_cluster.iterdir()) == names
+    for name in names:
+        assert (on_cluster / name).read_bytes() == (local / name).read_bytes(), name
+    result = outcome["restored"][TRANSFORM]
+    assert result["ok"], result["error"]
+    before = statectl.open(str(fixture_savepoint(TRANSFORMED))).operator("keyed-str")
+    after = statectl.open(str(on_cluster)).operator("keyed-str")
+    old, new = (op.state("cnt").to_arrow().sort_by("key") for op in (before, after))
+    assert new.column("key").equals(old.column("key"))
+    assert new.column("value").equals(pc.add(old.column("value"), 1))
+
+
 def test_every_run_was_an_application_on_both_workers(outcome: dict[str, Any]) -> None:
     apps = outcome["apps"]
-    assert [(a["name"], a["state"]) for a in apps] == [("statectl", "FINISHED")] * len(FIXTURES)
+    runs = len(FIXTURES) + 1  # the rescales and the transform
+    assert [(a["name"], a["state"]) for a in apps] == [("statectl", "FINISHED")] * runs
     work = outcome["root"] / "work"
     for app in apps:
         # A worker makes an app directory when it launches an executor for that app.
@@ -157,7 +204,7 @@ def test_every_run_was_an_application_on_both_workers(outcome: dict[str, Any]) -
 @pytest.mark.parametrize("mode", ["cluster", "local"])
 def test_stderr_holds_only_statectl_lines(outcome: dict[str, Any], mode: str) -> None:
     """No Spark log noise: Spark warns through statectl's log4j config only when it matters."""
-    for fixture in FIXTURES:
+    for fixture in (*FIXTURES, TRANSFORM):
         run = outcome["runs"][fixture, mode]
         _assert_succeeded(run)
         noise = [
