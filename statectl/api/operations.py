@@ -317,9 +317,11 @@ def write_migration(
     this process while it starts, and which starts only for long work."""
     from statectl.operations.migrate import migrate as run_migration
 
-    engine = _write_engine(
-        plan.source, destination, storage_options, master, spark_conf, head_start
-    )
+    engine = None  # copies only (renames, drops): bytes, in this process
+    if plan.states is not None and plan.states.rewrites:  # values rewritten: as rescale runs
+        engine = _write_engine(
+            plan.source, destination, storage_options, master, spark_conf, head_start
+        )
     return run_migration(
         plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress,
         engine=engine,

@@ -13,7 +13,8 @@ metadata version, checkpoint id, master states and the properties tail.
 
 `migrate` writes the result like rescale does: every remaining operator's files are copied into
 the destination and referenced by relative handles (code 6), inline state stays inline, RocksDB
-native handles are relocated file by file. The copies run in this process (no Spark, no JVM),
+native handles are relocated file by file. The copies and rewrites are an engine's tasks
+(this process unless Spark is asked for or the work is long, as for rescale),
 `_metadata` is written last into a staging sibling that is then published; the input is never
 modified.
 """
@@ -226,7 +227,7 @@ def migrate(
     except BaseException:
         writer.discard(staged)
         raise
-    report = _report(plan, written.copies, staged.destination.url)
+    report = _report(plan, metadata, staged.destination.url)
     return dataclasses.replace(
         report, states=_fed_reports(plan, written), tasks_run=tuple(engine.tasks_run.items())
     )
@@ -234,7 +235,6 @@ def migrate(
 
 @dataclass(frozen=True)
 class _Written:
-    copies: list[RelativeFileHandle]
     keyed: dict[tuple[int, int], KeyedHandle | None]  # (position, subtask) → new handle
     # (input operator id, state) → the feed and the files its tasks wrote
     fed: dict[tuple[bytes, str], tuple[RowFeed, list[FedFile]]]
@@ -252,7 +252,7 @@ def _write_files(
     error ends the write before anything else is copied), then the copies and other rewritten
     subtask files as its tasks."""
     checkpoint_id = plan.source.metadata.checkpoint_id
-    written = _Written([], {}, {})
+    written = _Written({}, {})
     for op_id, position, state, feed, subtask_rewrites in _fed_operators(plan):
         names = [_keyed_name(plan, position, r) for r in subtask_rewrites]
         files = write_fed(
@@ -279,7 +279,6 @@ def _write_files(
         return 1, copies[n].source.size if kind == COPY else source_size(rewrites[n][1].source)
 
     results = engine.run(tasks, run, work, progress)
-    written.copies.extend(results[: len(copies)])
     for (position, rewrite), handle in zip(rewrites, results[len(copies) :], strict=True):
         written.keyed[position, rewrite.source.subtask] = handle
     return written
@@ -458,12 +457,10 @@ def copy_checked(task: CopyTask, output: Location) -> RelativeFileHandle:
     return result
 
 
-def _report(
-    plan: MigrationPlan, results: list[RelativeFileHandle], destination: str
-) -> MigrationReport:
-    sizes: dict[str, list[int]] = {}
-    for result in results:
-        sizes.setdefault(result.relative_path.split("-", 1)[0], []).append(result.size)
+def _report(plan: MigrationPlan, metadata: CheckpointMetadata, destination: str) -> MigrationReport:
+    """Per operator of the input, the files and bytes the output holds of it: copied or
+    written anew (every file of the output is a relative handle in `_metadata`)."""
+    sizes = {op.operator_id_hex: [f.size for f in _relative_files(op)] for op in metadata.operators}
     return MigrationReport(
         plan.source.directory.url,
         destination,
@@ -478,3 +475,15 @@ def _report(
         ),
         plan.states.reports if plan.states else (),
     )
+
+
+def _relative_files(part: object) -> Iterator[RelativeFileHandle]:
+    """Every relative file handle in a part of the metadata (an operator, a handle, …)."""
+    if isinstance(part, RelativeFileHandle):
+        yield part
+    elif isinstance(part, tuple | list):
+        for item in part:
+            yield from _relative_files(item)
+    elif dataclasses.is_dataclass(part) and not isinstance(part, type):
+        for field in dataclasses.fields(part):
+            yield from _relative_files(getattr(part, field.name))

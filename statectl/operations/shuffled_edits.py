@@ -107,6 +107,7 @@ def write_fed(
         return spark.sort_frame(feed.frame, owner, len(rewrites), write)  # type: ignore[no-any-return]
 
     chunks = feed.chunks
+    assert chunks is not None, "a feed gives sources and chunks, a frame, or runs"
 
     def records(item: tuple[int, Any]) -> Iterable[tuple[Key, bytes]]:
         number, source = item

@@ -56,15 +56,15 @@ _TTL_TIMESTAMP_BYTES = 8
 
 @dataclass(frozen=True)
 class RowFeed:
-    """A replaced keyed state's new rows, made by the write's tasks rather than held here:
-    each source (picklable: a split of the state, say) gives chunks of encoded entries
-    (key group, its number within the source, `entry_chunks` bytes), which the shuffle
-    routes to the task writing their subtask. `frame`, instead of sources: a Spark DataFrame
-    of such chunks (`key_group`, `seq`, `chunk`), made by Spark's own tasks."""
+    """A replaced keyed state's new rows, made by the write's tasks rather than held here,
+    from one of: `sources` (picklable: splits of the state, say), each of which `chunks` turns
+    into chunks of encoded entries (key group, its number within the source, `entry_chunks`
+    bytes) that the shuffle routes to the task writing their subtask; a Spark DataFrame of
+    such chunks (`frame`: `key_group`, `seq`, `chunk`) made by Spark's own tasks; or `runs`."""
 
-    sources: Sequence[Any]
-    chunks: Callable[[Any], Iterable[tuple[int, int, bytes]]]
     describe_key: Callable[[bytes], str]
+    sources: Sequence[Any] = ()
+    chunks: Callable[[Any], Iterable[tuple[int, int, bytes]]] | None = None
     frame: Any = None
     # The report's lines for nulls the tasks wrote into POJO fields of classes not read.
     warnings: Callable[[Mapping[tuple[str, str], int]], tuple[str, ...]] = lambda _: ()

@@ -241,10 +241,7 @@ def runs_edit(source: Savepoint, operator: str, state: str, tasks: Sequence[Task
     for task in tasks:
         unchecked.update({(p, n): c for p, n, c in task.unchecked_nulls})
     notes = tuple((p, n, c) for (p, n), c in sorted(unchecked.items()))
-    feed = RowFeed(
-        (), _made_by_spark, target.describe_key, warnings=target.warnings, runs=runs,
-        runs_notes=notes,
-    )  # fmt: skip
+    feed = RowFeed(target.describe_key, warnings=target.warnings, runs=runs, runs_notes=notes)
     return StateEdit(operator, state, REPLACE, feed=feed)
 
 
@@ -265,9 +262,9 @@ def function_edit(
         table = apply_function(function, originals)
         return _operator_replacement(source, op, state, table, classpath)
     feed = RowFeed(
+        target.describe_key,
         target.sources,
         functools.partial(_function_chunks, target, function),
-        target.describe_key,
         warnings=target.warnings,
     )
     return StateEdit(operator, state, REPLACE, feed=feed)
@@ -293,7 +290,7 @@ def sql_edit(
     frame = frame_of_sources(spark, target.sources, target.batches, target.codec.arrow_schema())
     result = sql_frame(spark, frame, view, query)
     chunks = chunk_frame(result, functools.partial(_frame_chunks, target))
-    feed = RowFeed((), _made_by_spark, target.describe_key, frame=chunks, warnings=target.warnings)
+    feed = RowFeed(target.describe_key, frame=chunks, warnings=target.warnings)
     return StateEdit(operator, state, REPLACE, feed=feed)
 
 
@@ -303,10 +300,6 @@ def _frame_chunks(
     import pyarrow as pa
 
     return target.chunks((pa.Table.from_batches([b]) for b in batches), partition << 32)
-
-
-def _made_by_spark(source: object) -> Iterator[Chunk]:
-    raise AssertionError("a frame's chunks are made by Spark's tasks")
 
 
 def _function_chunks(
