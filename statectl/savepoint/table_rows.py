@@ -21,10 +21,12 @@ from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
+from statectl.formats.entry_batches import EncodedEntries, entry_encoder
 from statectl.formats.java_types import KeyType, build_composite_key, split_composite_key
 from statectl.formats.operator_state import build_broadcast_element
 from statectl.formats.state_values import StateCodec
 from statectl.formats.values import Codec, RawCodec
+from statectl.formats.values.batch_encode import big_endian_lengths, grouped, join
 from statectl.formats.values.pojo import has_primitive_fields, null_fields
 from statectl.savepoint.entry_chunks import pack
 from statectl.savepoint.spilled_rows import KeyGroupRows, Record, RowSpill
@@ -173,11 +175,44 @@ class RowEncoder:
         )
         self._entry = functools.partial(_entry, codec, key_type, max_parallelism, ambiguous)
         self._nulls_to_check = _holds_primitive_fields(codec)
+        # Batches encoded at once where the state's parts allow it (none of them a POJO)
+        self._fast = (
+            None if self._nulls_to_check else entry_encoder(codec, key_type, max_parallelism)
+        )
         self.unchecked_nulls: UncheckedNulls = Counter()
 
     def rows(self, table: pa.Table | pa.RecordBatch, first_row: int = 0) -> Iterator[Record]:
         """(key group, composite key, stored value) of each row; a row that cannot be stored
         is a FormatError naming it (`first_row`: the number of the table's first row)."""
+        for first, part in _slices(table, first_row):
+            entries = self._fast.encode(part) if self._fast is not None else None
+            if entries is None:
+                yield from self._rows(part, first)
+            else:
+                keys, values = entries.keys.to_pylist(), entries.values.to_pylist()
+                yield from zip(entries.key_groups.tolist(), keys, values, strict=True)
+
+    def batch(self, table: pa.Table | pa.RecordBatch, first_row: int = 0) -> EncodedBatch:
+        """A batch's entries packed by key group, for the shuffle (`entry_chunks`)."""
+        packed: list[EncodedBatch] = []
+        for first, part in _slices(table, first_row):
+            entries = self._fast.encode(part) if self._fast is not None else None
+            if entries is None:
+                packed.append(self._packed_rows(part, first))
+            else:
+                packed.append(EncodedBatch(_packed(entries), len(entries.key_groups)))
+        if len(packed) == 1:
+            return packed[0]
+        chunks: dict[int, list[bytes]] = {}
+        for part_batch in packed:
+            for key_group, chunk in part_batch.chunks.items():
+                chunks.setdefault(key_group, []).append(chunk)
+        joined = {key_group: b"".join(parts) for key_group, parts in chunks.items()}
+        return EncodedBatch(joined, sum(b.count for b in packed))
+
+    def _rows(self, table: pa.Table | pa.RecordBatch, first_row: int) -> Iterator[Record]:
+        """`rows` one at a time: the reference, and the path of what `entry_batches` does not
+        encode (and of every row's error)."""
         columns = _columns(table, self.codec)
         for n, row in enumerate(zip(*columns.values(), strict=True), first_row):
             values = dict(zip(columns, row, strict=True))
@@ -190,17 +225,37 @@ class RowEncoder:
                 raise FormatError(f"row {n}: {message}") from None
             yield key_group, key, value
 
-    def batch(self, table: pa.Table | pa.RecordBatch, first_row: int = 0) -> EncodedBatch:
-        """A batch's entries packed by key group, for the shuffle (`entry_chunks`)."""
+    def _packed_rows(self, table: pa.Table | pa.RecordBatch, first_row: int) -> EncodedBatch:
         by_key_group: dict[int, list[Row]] = {}
         count = 0
-        for key_group, key, value in self.rows(table, first_row):
+        for key_group, key, value in self._rows(table, first_row):
             by_key_group.setdefault(key_group, []).append((key, value))
             count += 1
         return EncodedBatch({kg: pack(rows) for kg, rows in by_key_group.items()}, count)
 
     def describe_key(self, composite: bytes) -> str:
         return _describe_key(composite, self.codec, self.max_parallelism)
+
+
+SLICE_ROWS = 1 << 16  # rows encoded at once: a batch's, a table's in slices
+
+
+def _slices(
+    table: pa.Table | pa.RecordBatch, first_row: int
+) -> Iterator[tuple[int, pa.Table | pa.RecordBatch]]:
+    """The table in slices of at most `SLICE_ROWS` rows, each with the number of its first."""
+    if table.num_rows <= SLICE_ROWS:
+        yield first_row, table
+        return
+    for start in range(0, table.num_rows, SLICE_ROWS):
+        yield first_row + start, table.slice(start, SLICE_ROWS)
+
+
+def _packed(entries: EncodedEntries) -> dict[int, bytes]:
+    """`entry_chunks.pack` of each key group's entries, all at once: per entry the key's and
+    the value's lengths (big-endian i32s), the key, the value."""
+    lengths = big_endian_lengths(entries.keys, entries.values)
+    return grouped(entries.key_groups, join(lengths, entries.keys, entries.values))
 
 
 def _describe_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:
