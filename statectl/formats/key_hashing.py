@@ -4,7 +4,7 @@
 A batch is one buffer holding composite keys at `[starts[i], ends[i])`; the user key starts
 `offsets[i]` bytes into key i (after the key-group prefix, and a timer's timestamp). Key types
 with a vectorised kernel below (Flink's base serializers: Long, Integer, Short, Byte, Boolean,
-Character, Double, Float, String whose characters are all ASCII, and SQL's RowData through
+Character, Double, Float, String of fewer than 16383 characters, and SQL's RowData through
 `row_data_hashing`) are hashed without a Python step per key. Every other key, and every key
 type without a kernel, takes the per-key fallback `key_type.hash_code(key_type.read(key,
 offset))`: the same code (and the same errors) as the scalar path in `java_types`, so a new
@@ -171,9 +171,10 @@ def _bool_code(values: npt.NDArray[np.generic]) -> UInt32s:
 def _string_kernel(
     buffer: Bytes, positions: Int64s, ends: Int64s, codes: UInt32s
 ) -> npt.NDArray[np.bool_]:
-    """`StringValue.writeString` (varint length + 1, then a varint per UTF-16 unit) of ASCII
-    text: every unit one byte, so `String.hashCode` is the 31-polynomial over those bytes.
-    Lengths take one or two varint bytes; null, longer or non-ASCII strings are left over."""
+    """`StringValue.writeString` (varint length + 1, then a varint per UTF-16 unit):
+    `String.hashCode` is the 31-polynomial over the units. ASCII text is its own units, a byte
+    each; other text is split into units (`_wide_codes`). Lengths take one or two varint bytes;
+    null or longer strings, and units that do not read, are left over."""
     size = len(buffer)
     inside = (positions >= 0) & (positions < ends) & (positions < size)
     first = np.zeros(len(positions), np.int64)
@@ -190,8 +191,60 @@ def _string_kernel(
     hashes, ascii_only = _polynomial(buffer, starts, counts)
     chosen = np.flatnonzero(done)
     codes[chosen[ascii_only]] = hashes[ascii_only]
-    done[chosen[~ascii_only]] = False
+    wide = chosen[~ascii_only]
+    if len(wide):
+        wide_hashes, read = _wide_codes(buffer, body[wide], count[wide], ends[wide])
+        codes[wide[read]] = wide_hashes[read]
+        done[wide[~read]] = False
     return done
+
+
+def _wide_codes(
+    buffer: Bytes, starts: Int64s, counts: Int64s, ends: Int64s
+) -> tuple[UInt32s, npt.NDArray[np.bool_]]:
+    """31-polynomial hash of `counts` varint UTF-16 units at each start (each unit at most
+    three bytes: a window of 3 × count, within the key, holds every string), and which rows
+    read: all their units inside the window, none longer than three bytes or past 0xFFFF."""
+    hashes = np.zeros(len(starts), np.uint32)
+    window = np.maximum(np.minimum(3 * counts, ends - starts), 0)
+    total = int(window.sum())
+    if not total:
+        return hashes, np.zeros(len(starts), np.bool_)
+    firsts = np.cumsum(window) - window  # each row's first byte among the windows' bytes
+    data = buffer[np.repeat(starts - firsts, window) + np.arange(total, dtype=np.int64)]
+    last_byte = data < 0x80  # the last byte of a unit
+    through = np.cumsum(last_byte, dtype=np.int64)
+    before = np.concatenate(([0], through))[firsts]
+    last = np.searchsorted(through, before + counts)  # the byte that ends each row's last unit
+    taken = (last < firsts + window) & (through[np.minimum(last, total - 1)] == before + counts)
+    # the taken rows' bytes, split into units at each unit's last byte
+    used = np.where(taken, last + 1 - firsts, 0)
+    row_of = np.repeat(np.arange(len(starts)), window)
+    inside = np.arange(total) - firsts[row_of] < used[row_of]
+    own, own_last = data[inside].astype(np.int64), last_byte[inside]
+    if not len(own):
+        return hashes, taken
+    unit_starts = np.concatenate(([0], np.flatnonzero(own_last)[:-1] + 1))
+    unit_of = np.cumsum(own_last) - own_last
+    shift = (np.arange(len(own)) - unit_starts[unit_of]) * 7
+    units = np.add.reduceat((own & 0x7F) << np.minimum(shift, 21), unit_starts)
+    too_long = np.add.reduceat((shift > 14).astype(np.int64), unit_starts) > 0
+    taken_counts = np.where(taken, counts, 0)
+    unit_rows = np.repeat(np.arange(len(starts)), taken_counts)
+    read = taken.copy()
+    read[unit_rows[too_long | (units > 0xFFFF)]] = False
+    # unit i of n is multiplied by 31^(n-1-i), modulo 2^32: uint64 products and sums wrap
+    # modulo 2^64, a multiple of it
+    row_ends = np.cumsum(taken_counts)
+    index = np.arange(len(units)) - (row_ends - taken_counts)[unit_rows]
+    powers = np.full(int(taken_counts.max()), 31, np.uint64)
+    powers[0] = 1
+    powers = np.cumprod(powers) & _M32
+    terms = units.astype(np.uint64) * powers[counts[unit_rows] - 1 - index]
+    sums = np.concatenate(([np.uint64(0)], np.cumsum(terms, dtype=np.uint64)))
+    per_row = sums[row_ends] - sums[row_ends - taken_counts]
+    hashes[read] = (per_row[read] & _M32).astype(np.uint32)
+    return hashes, read
 
 
 def _polynomial(

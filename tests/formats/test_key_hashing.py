@@ -153,3 +153,30 @@ def test_max_parallelism_outside_flinks_bounds() -> None:
 
 def test_an_empty_batch() -> None:
     assert key_hashing.key_groups_of(_key_type("String"), [], 0, 128).tolist() == []
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    values=st.lists(
+        st.text(
+            alphabet=st.sampled_from("a\x00é€\U0001f600\ud800\udfff\uffff\x7f\x80߿"), max_size=12
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    suffix=st.binary(max_size=3),
+)
+def test_strings_beyond_ascii_are_hashed_without_the_per_key_fallback(
+    values: list[str], suffix: bytes
+) -> None:
+    """Their units (one to three varint bytes each, surrogates included) are read in numpy."""
+    key_type = _key_type("String")
+    keys = [b"\x05" + key_type.write(v) + suffix for v in values]
+
+    def refused(*args: object) -> int:
+        raise AssertionError("a String key took the per-key fallback")
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(key_hashing, "_scalar_code", refused)
+        got = key_hashing.key_groups_of(key_type, keys, 1, 32768).tolist()
+    assert got == [key_type.key_group(v, 32768) for v in values]
