@@ -34,7 +34,6 @@ U8s = npt.NDArray[np.uint8]
 BINARY = pa.large_binary()
 _EMPTY = pa.scalar(b"", BINARY)
 _HIGH_BIT = 0x80
-_MAX_VARINT = 5  # bytes of an int32 in 7-bit groups
 
 
 # --- rows of bytes -------------------------------------------------------------------------------
@@ -106,7 +105,7 @@ def grouped(groups: Int64s, rows: pa.Array) -> dict[int, bytes]:
     in the order of their first row."""
     if not len(rows):
         return {}
-    order = np.argsort(groups, kind="stable")
+    order = np.argsort(_narrow(groups), kind="stable")  # a radix sort for 16 bits
     ordered = rows.take(fixed_width_array(pa.int64(), order))
     offsets = offsets_of(ordered)
     data = memoryview(ordered.buffers()[2] or b"")
@@ -121,18 +120,29 @@ def grouped(groups: Int64s, rows: pa.Array) -> dict[int, bytes]:
     return chunks
 
 
+def _narrow(groups: Int64s) -> npt.NDArray[Any]:
+    """The groups in 16 bits when they fit (key groups do: numpy sorts those by radix)."""
+    if len(groups) and 0 <= int(groups.min()) and int(groups.max()) < 1 << 16:
+        return groups.astype(np.uint16)
+    return groups
+
+
 def varints(values: Int64s) -> pa.Array:
     """Each value (0 ≤ v < 2^35) in 7-bit groups, least significant first, the high bit set on
     all but the last: `StringValue`'s lengths and characters."""
+    top = int(values.max()) if len(values) else 0
+    if top < _HIGH_BIT:  # the common case: a byte each
+        return fixed_rows(values.astype(np.uint8).reshape(-1, 1))
+    most = (top.bit_length() + 6) // 7
     unsigned = values.astype(np.uint64)
     widths = np.ones(len(values), np.int64)
-    for bits in range(7, 7 * _MAX_VARINT, 7):
+    for bits in range(7, 7 * most, 7):
         widths += unsigned >= np.uint64(1 << bits)
-    groups = np.empty((len(values), _MAX_VARINT), np.uint8)
-    for i in range(_MAX_VARINT):
-        more = np.where(widths > i + 1, _HIGH_BIT, 0).astype(np.uint64)
-        groups[:, i] = ((unsigned >> np.uint64(7 * i)) & np.uint64(0x7F)) | more
-    return rows_of(groups[np.arange(_MAX_VARINT) < widths[:, None]], widths)
+    groups = np.empty((len(values), most), np.uint8)
+    for i in range(most):
+        more = np.where(widths > i + 1, _HIGH_BIT, 0).astype(np.uint8)
+        groups[:, i] = ((unsigned >> np.uint64(7 * i)) & np.uint64(0x7F)).astype(np.uint8) | more
+    return rows_of(groups[np.arange(most) < widths[:, None]], widths)
 
 
 def little_endian_lengths(lengths: Int64s) -> pa.Array:
