@@ -192,7 +192,7 @@ def tables(draw: st.DrawFn, state: State) -> pa.Table | pa.RecordBatch:
 
 
 @pytest.mark.parametrize("state", _states(), ids=["-".join(map(str, s)) for s in _states()])
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data(), max_parallelism=st.sampled_from([128, 300, 32768]))
 def test_batches_encode_as_rows_do(state: State, data: st.DataObject, max_parallelism: int) -> None:
     codec = state_codec(*state)
