@@ -122,7 +122,7 @@ def grouped(groups: Int64s, rows: pa.Array) -> dict[int, bytes]:
 
 def _narrow(groups: Int64s) -> npt.NDArray[Any]:
     """The groups in 16 bits when they fit (key groups do: numpy sorts those by radix)."""
-    if len(groups) and 0 <= int(groups.min()) and int(groups.max()) < 1 << 16:
+    if len(groups) and int(groups.min()) >= 0 and int(groups.max()) < 1 << 16:
         return groups.astype(np.uint16)
     return groups
 
