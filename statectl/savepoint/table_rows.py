@@ -6,6 +6,9 @@ as the backends build it (`java_types.build_composite_key`) in the key group Fli
 key (`KeyType.key_group`: Java's `hashCode`, murmur hash, max parallelism). Rows come out
 grouped by key group, ready for `keyed_rewrite`, spilled to local disk past a bound
 (`spilled_rows`), so a table of any size, or a stream of batches, is encoded in bounded memory.
+The states whose parts `formats.entry_batches` covers are encoded a batch (of up to
+`SLICE_ROWS` rows) at a time, with numpy; the others, and a batch holding a row that cannot be
+stored, row by row: the reference, and the path of every row's error.
 
 A table that does not fit the state is refused before anything is written, in one line naming
 the column (or the row) and what was expected.
