@@ -162,3 +162,19 @@ def _runs(
         return None
     counts = np.diff(last_entries, prepend=-1).tolist()
     return list(zip(ids, counts, strict=True))
+
+
+def run_spans(
+    block: Buffer, key_group: int, prefix_bytes: int, num_states: int | None
+) -> list[tuple[int, int, int]]:
+    """(state id, start, end) of each state's run in an uncompressed block: bytes [start, end)
+    are the run's entries, flags included, without its u16 state id (a run copied whole into
+    another block keeps its entries and their last-of-run flag)."""
+    key_starts, _, value_ends, runs = locate(block, key_group, prefix_bytes, num_states)
+    spans = []
+    first = 0
+    for state_id, count in runs:
+        last = first + count - 1
+        spans.append((state_id, int(key_starts[first]) - 4, int(value_ends[last])))
+        first = last + 1
+    return spans

@@ -354,6 +354,27 @@ def build_block(
     return snappy_framed.compress_stream(data) if compress else data
 
 
+def run_bytes(state_id: int, entries: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """One state's run (its u16 id, then its entries, the last flagged), for `join_runs`."""
+    block = build_block([(state_id, entries)])
+    return block[:-2]  # without the end mark
+
+
+def copied_run(state_id: int, entries: Buffer) -> bytes:
+    """A run whose entries (flags included) are copied from another block, under `state_id`."""
+    if not 0 <= state_id < END_OF_KEY_GROUP_MARK:
+        raise ValueError(f"state id {state_id} is out of range")
+    return _U16.pack(state_id) + bytes(entries)
+
+
+def join_runs(runs: Sequence[bytes]) -> bytes:
+    """A block of runs (`run_bytes`, `copied_run`), each of another state id, and its end
+    mark; uncompressed."""
+    if not runs:
+        raise ValueError("a key-group block needs at least one entry")
+    return b"".join((*runs, _U16.pack(END_OF_KEY_GROUP_MARK)))
+
+
 def remap_state_ids(block: Buffer, mapping: dict[int, int], compressed: bool) -> bytes:
     """The same block with its state ids renumbered (for headers that list states differently)."""
     if all(old == new for old, new in mapping.items()):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from statectl.errors import StatectlError
-from statectl.formats import keyed_blocks
+from statectl.formats import entry_scan, keyed_blocks
 from statectl.formats.handles import HandleCode, KeyedHandle, KeyGroupsHandle, RelativeFileHandle
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo, write_keyed_header
@@ -30,6 +30,7 @@ from statectl.savepoint.entries import (
     NativeKeyedFile,
 )
 from statectl.savepoint.files import OutputFile
+from statectl.savepoint.keyed import block_spans, iter_blocks
 from statectl.savepoint.native_writer import InstanceWriter
 from statectl.savepoint.storage import Location
 
@@ -140,15 +141,82 @@ def _write_canonical(
     first, last = source.handle.key_groups or (0, -1)
     offsets = [0] * (last - first + 1)  # 0: an empty key group, as Flink marks it
     out = OutputFile(output.child(name))
+    blocks = (
+        _copied_blocks(rewrite, source, first, last)
+        if isinstance(source, KeyedFile)
+        else (
+            (kg, keyed_blocks.build_block(runs))
+            for kg, runs in _key_group_runs(rewrite, source, first, last)
+        )
+    )
     try:
         out.write(rewrite.header_bytes)
-        for key_group, runs in _key_group_runs(rewrite, source, first, last):
+        for key_group, block in blocks:
             offsets[key_group - first] = out.pos
-            out.write(keyed_blocks.build_block(runs))
+            out.write(block)
     finally:
         size = out.close()
     file = RelativeFileHandle(name, size)
     return KeyGroupsHandle(HandleCode.SAVEPOINT_KEY_GROUPS, first, tuple(offsets), file)
+
+
+def _copied_blocks(
+    rewrite: SubtaskRewrite, source: KeyedFile, first: int, last: int
+) -> Iterator[tuple[int, bytes]]:
+    """Each non-empty key group's new block, key groups ascending: a carried state's run is
+    copied as bytes under its new id (`entry_scan` finds the runs without a Python step per
+    entry); only states whose values change are taken entry by entry."""
+    header = source.header()
+    names = [state.name for state in header.states]
+    prefix = key_group_prefix_bytes(source.max_parallelism)
+    spans = iter(block_spans(source.stream, source.handle))
+    pending = next(spans, None)
+    blocks = iter_blocks(source.stream, block_spans(source.stream, source.handle))
+    for key_group in range(first, last + 1):
+        runs: dict[int, bytes] = {}
+        if pending is not None and pending.key_group == key_group:
+            _, block = next(blocks)
+            data = keyed_blocks.raw_block(block, header.compressed)
+            _copy_runs(rewrite, names, data, key_group, prefix, runs)
+            pending = next(spans, None)
+        for name, change in rewrite.changes.items():
+            rows = change.rows.get(key_group) if change.rows is not None else None
+            if rows and name in rewrite.new_ids:
+                runs[rewrite.new_ids[name]] = keyed_blocks.run_bytes(rewrite.new_ids[name], rows)
+        if runs:
+            yield key_group, keyed_blocks.join_runs([runs[i] for i in sorted(runs)])
+    if pending is not None:
+        raise StatectlError(
+            f"key group {pending.key_group} lies outside the file's range {first}–{last}"
+        )
+
+
+def _copy_runs(
+    rewrite: SubtaskRewrite,
+    names: list[str],
+    data: memoryview,
+    key_group: int,
+    prefix: int,
+    runs: dict[int, bytes],
+) -> None:
+    """The carried runs of one block, by new state id."""
+    for state_id, start, end in entry_scan.run_spans(data, key_group, prefix, len(names)):
+        name = names[state_id]
+        change = rewrite.changes.get(name, StateChange())
+        if change.drop or change.replaces:
+            continue
+        new_id = rewrite.new_ids[name]
+        if change.value is None:
+            runs[new_id] = keyed_blocks.copied_run(new_id, data[start:end])
+            continue
+        entries = keyed_blocks.iter_entries(
+            keyed_blocks.copied_run(0, data[start:end]) + _END, False
+        )
+        value = change.value
+        runs[new_id] = keyed_blocks.run_bytes(new_id, [(e.key, value(e.value)) for e in entries])
+
+
+_END = keyed_blocks.END_OF_KEY_GROUP_MARK.to_bytes(2, "big")
 
 
 def _key_group_runs(
