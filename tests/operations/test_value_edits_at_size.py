@@ -54,13 +54,6 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[synthetic.Built
     shutil.rmtree(built.path, ignore_errors=True)
 
 
-def statectl_cli(*argv: str) -> subprocess.CompletedProcess[str]:
-    """statectl in a child process: its own Spark JVM, of the small sizes above."""
-    conf = [arg for key, value in SMALL_SPARK.items() for arg in ("--conf", f"{key}={value}")]
-    command = [sys.executable, "-m", "statectl", *argv, *conf]
-    return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO)
-
-
 def tables_by_split(path: Path, state: str) -> Iterator[pa.Table]:
     """A state's rows, one subtask's key-group range at a time, sorted for comparison."""
     target = statectl.open(str(path)).operator(OPERATOR).state(state)
@@ -89,31 +82,34 @@ def plus_one(table: pa.Table) -> pa.Table:
 def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_memory(
     source: synthetic.Built, tmp_path: Path
 ) -> None:
+    """One child process, one Spark JVM of the small sizes above, for the three writes."""
     from tests.flink import harness
 
-    edited = tmp_path / "transformed"
-    done = statectl_cli(
-        "transform", str(source.path), "-o", str(edited), "--operator", OPERATOR, "--state",
-        "cnt", "--sql", "SELECT key, namespace, value + 1 AS value FROM state", "--json",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-
-    written = tmp_path / "written"
+    edited, written, ttl = (tmp_path / name for name in ("transformed", "written", "ttl"))
     script = textwrap.dedent(
         f"""
         from pyspark.sql import SparkSession
-        import statectl.spark
+        import statectl, statectl.spark
         builder = SparkSession.builder.master("local[2]")
         for key, value in {SMALL_SPARK!r}.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
+        source = {str(source.path)!r}
+
+        statectl.transform(source, {str(edited)!r}, {OPERATOR!r}, "cnt",
+                           sql="SELECT key, namespace, value + 1 AS value FROM state")
+
         statectl.spark.register(spark)
-        options = dict(path={str(source.path)!r}, operator={OPERATOR!r}, state="cnt")
-        frame = spark.read.format("flink-state").options(**options).load()
+        frame = (spark.read.format("flink-state")
+                 .options(path=source, operator={OPERATOR!r}, state="cnt").load())
         (frame.selectExpr("key", "namespace", "value + 1 AS value")
             .write.format("flink-state").mode("overwrite")
-            .options(source={str(source.path)!r}, operator={OPERATOR!r}, state="cnt")
+            .options(source=source, operator={OPERATOR!r}, state="cnt")
             .save({str(written)!r}))
+
+        plan = statectl.plan_migration(source, ttl=[({OPERATOR!r}, "lst", 7 * 86_400_000)])
+        report = statectl.write_migration(plan, {str(ttl)!r}, head_start=False)
+        assert dict(report.tasks_run).get("spark"), report.tasks_run
         """
     )
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
@@ -122,13 +118,6 @@ def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_m
         env=env,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-
-    ttl = tmp_path / "ttl"
-    done = statectl_cli(
-        "migrate", str(source.path), "-o", str(ttl), "--ttl", f"{OPERATOR}/lst=7d",
-        "--no-head-start", "--json",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
 
     restored = harness.restore_check(
         [harness.RestoreRequest(path, 3, dump=False) for path in (edited, written, ttl)]
