@@ -31,6 +31,7 @@ def convert(
         str,
         typer.Option(
             "--format",
+            metavar="FORMAT",
             help="Keyed state of the output: 'canonical' (key-group blocks) or 'native' "
             "(RocksDB instances).",
         ),

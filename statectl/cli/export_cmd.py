@@ -26,11 +26,16 @@ def export_command(
     out: Annotated[
         str,
         typer.Option(
-            "--output", "-o", help="OUT.parquet, or a folder (ending in /) of part files."
+            "--output",
+            "-o",
+            metavar="OUT",
+            help="OUT.parquet, or a folder (ending in /) of part files.",
         ),
     ],
     operator: OperatorOption = None,
-    state: Annotated[str | None, typer.Option("--state", help="Only this state (name).")] = None,
+    state: Annotated[
+        str | None, typer.Option("--state", metavar="NAME", help="Only this state (name).")
+    ] = None,
     typed: Annotated[
         bool,
         typer.Option(

@@ -36,29 +36,11 @@ from statectl.cli import (
     upgrade_cmd,
     verify_cmd,
 )
+from statectl.cli.help_view import Command as _Command
+from statectl.cli.help_view import Group as _Group
 from statectl.cli.options import DebugOption
 from statectl.cli.output import print_error, print_note
 from statectl.errors import StatectlError, StatectlNote, one_line
-
-
-def _without_flag_types(params: list[Any]) -> list[Any]:
-    """A flag takes no value: `--help` shows no `<bool>` beside it (typer's type marker comes
-    from the metavar when one is set)."""
-    for param in params:
-        if isinstance(param, typer.core.TyperOption) and param.is_flag and param.metavar is None:
-            param.metavar = ""
-    return params
-
-
-class _Command(typer.core.TyperCommand):
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _without_flag_types(super().get_params(ctx))
-
-
-class _Group(typer.core.TyperGroup):
-    def get_params(self, ctx: Any) -> list[Any]:
-        return _without_flag_types(super().get_params(ctx))
-
 
 app = typer.Typer(
     name="statectl",

@@ -28,7 +28,8 @@ SourceArgument = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
 JsonSummaryOption = Annotated[bool, typer.Option("--json", help="Print a JSON summary to stdout.")]
 DestinationOption = Annotated[
-    str, typer.Option("--output", "-o", help="Where to write the new savepoint.")
+    str,
+    typer.Option("--output", "-o", metavar="DESTINATION", help="Where to write the new savepoint."),
 ]
 OverwriteOption = Annotated[bool, typer.Option(help="Replace DESTINATION if it exists.")]
 OverwriteOutOption = Annotated[bool, typer.Option(help="Replace OUT if it exists.")]
@@ -39,7 +40,9 @@ DebugOption = Annotated[bool, typer.Option("--debug", help="Show tracebacks for 
 
 OperatorOption = Annotated[
     str | None,
-    typer.Option("--operator", "-O", help="Only this operator (uid, name or 32-hex id)."),
+    typer.Option(
+        "--operator", "-O", metavar="OPERATOR", help="Only this operator (uid, name or 32-hex id)."
+    ),
 ]
 AllowExternalFilesOption = Annotated[
     bool,
@@ -54,16 +57,19 @@ StorageOptionFlags = Annotated[
     typer.Option(
         "--storage-option",
         metavar="KEY=VALUE",
-        help="fsspec storage option KEY=VALUE (repeatable), e.g. endpoint_url=http://…",
+        help="fsspec storage option KEY=VALUE (repeatable), e.g. endpoint_url=http://minio:9000",
     ),
 ]
 
 # --- Spark -----------------------------------------------------------------------------------
 
-MasterOption = Annotated[str, typer.Option(help="Spark master URL, as for spark-submit.")]
+MasterOption = Annotated[
+    str, typer.Option(metavar="URL", help="Spark master URL, as for spark-submit.")
+]
 # Commands that also run without Spark: a master asks for it.
 MasterImpliesSparkOption = Annotated[
-    str | None, typer.Option(help="Spark master URL, as for spark-submit (implies --spark).")
+    str | None,
+    typer.Option(metavar="URL", help="Spark master URL, as for spark-submit (implies --spark)."),
 ]
 HeadStartOption = Annotated[
     bool,
@@ -105,6 +111,7 @@ KeyedFormatOption = Annotated[
     str | None,
     typer.Option(
         "--format",
+        metavar="FORMAT",
         help="Keyed state of the output: 'native' (RocksDB instances) or 'canonical' (key-group "
         "blocks). Default: the input's.",
     ),

@@ -24,6 +24,7 @@ def plan(
         typer.Option(
             "--parallelism",
             "-p",
+            metavar="LIST",
             help="Candidates: a list and ranges, e.g. 2,3,5 or 1-16 (default: 1 to twice the "
             "current parallelism, at least 16, and the divisors of the max parallelism).",
         ),
@@ -39,7 +40,9 @@ def plan(
     png: Annotated[
         str | None,
         typer.Option(
-            "--png", help="Also draw the charts into this PNG file (pip install 'statectl[plot]')."
+            "--png",
+            metavar="FILE",
+            help="Also draw the charts into this PNG file (pip install 'statectl[plot]').",
         ),
     ] = None,
     storage_option: StorageOptionFlags = None,

@@ -42,20 +42,26 @@ def rescale(
     parallelism: Annotated[
         int | None,
         typer.Option(
-            "--parallelism", "-p", min=1, help="New parallelism of every operator with state."
+            "--parallelism",
+            "-p",
+            metavar="N",
+            min=1,
+            help="New parallelism of every operator with state.",
         ),
     ] = None,
     operator: Annotated[
         list[str] | None,
         typer.Option(
             "--operator",
-            help="UID_NAME_OR_ID=N: new parallelism of one operator (repeatable).",
+            metavar="OPERATOR=N",
+            help="New parallelism N of one operator (uid, name or 32-hex id); repeatable.",
         ),
     ] = None,
     max_parallelism: Annotated[
         int | None,
         typer.Option(
             "--max-parallelism",
+            metavar="N",
             min=1,
             max=32768,
             help="New max parallelism (number of key groups) of every operator; keys are "

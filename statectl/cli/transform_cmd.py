@@ -24,11 +24,17 @@ from statectl.cli.options import (
 def transform_command(
     source: SourceArgument,
     destination: DestinationOption,
-    operator: Annotated[str, typer.Option("--operator", help="The operator: uid, name or id.")],
-    state: Annotated[str, typer.Option("--state", help="The keyed state to edit.")],
+    operator: Annotated[
+        str, typer.Option("--operator", metavar="OPERATOR", help="The operator: uid, name or id.")
+    ],
+    state: Annotated[str, typer.Option("--state", metavar="NAME", help="The keyed state to edit.")],
     sql: Annotated[
         str | None,
-        typer.Option("--sql", help="A Spark SQL query over the view `state`; its rows are kept."),
+        typer.Option(
+            "--sql",
+            metavar="QUERY",
+            help="A Spark SQL query over the view `state`; its rows are kept.",
+        ),
     ] = None,
     python: Annotated[
         str | None,

@@ -12,7 +12,8 @@ from statectl.cli.options import JsonOption
 
 def uid_hash(
     uids: Annotated[
-        list[str], typer.Argument(metavar="UID...", help="Operator uids, as set with .uid(…).")
+        list[str],
+        typer.Argument(metavar="UID...", help="Operator uids, as the job sets them with .uid()."),
     ],
     json_output: JsonOption = False,
 ) -> None:
