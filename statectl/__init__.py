@@ -93,3 +93,9 @@ def __getattr__(name: str) -> Any:
 
         return getattr(api, name)
     raise AttributeError(f"module 'statectl' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The API, which tab completion in a notebook or a shell offers: its names are loaded on
+    first use, so they are no globals of this module until then."""
+    return sorted(__all__)
