@@ -10,6 +10,7 @@ inside the command function: `--help` loads no operation, and a command only wha
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import sys
@@ -53,7 +54,7 @@ app = typer.Typer(
         "  statectl migrate ./savepoint -o ./renamed --rename-uid keyed-str=sessions\n\n"
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion, --show-completion
     pretty_exceptions_enable=False,
     pretty_exceptions_show_locals=False,
     rich_markup_mode="rich",
@@ -73,9 +74,15 @@ def _global_options(
     debug: DebugOption = False,
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+        typer.Option(
+            "--version", "-V", callback=_version, is_eager=True, help="Print the version."
+        ),
     ] = False,
 ) -> None:
+    _set_debug(debug)
+
+
+def _set_debug(debug: bool) -> None:
     global _debug
     _debug = debug
     _configure_logging(debug)
@@ -106,7 +113,26 @@ app.command("upgrade", no_args_is_help=True, cls=_Command)(upgrade_cmd.upgrade_c
 @functools.cache
 def _click_command() -> Callable[..., Any]:
     """Built once per process: typer would rebuild it from the signatures on every call."""
-    return typer.main.get_command(app)
+    group = typer.main.get_command(app)
+    _debug_anywhere(group)
+    return group
+
+
+def _debug_anywhere(group: Any) -> None:
+    """`--debug` after the sub-command too (`statectl inspect ./sp --debug`): each command has
+    a copy of the global option, which only turns debugging on (the global one has set it)."""
+    (debug,) = [param for param in group.params if param.name == "debug"]
+    for command in group.commands.values():
+        option = copy.copy(debug)
+        option.expose_value = False
+        option.callback = _debug_given
+        command.params.append(option)
+
+
+def _debug_given(ctx: Any, param: Any, value: bool) -> bool:
+    if value:
+        _set_debug(True)
+    return value
 
 
 @contextmanager
