@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -71,6 +72,10 @@ def plan(
         from statectl.cli.plot import draw_plan  # matplotlib: an optional extra
 
         draw_plan(result, png)
+        if json_output:  # stdout is the JSON document alone
+            print(f"statectl: wrote {png}", file=sys.stderr)
+        else:
+            output.print_line(f"Wrote {png}")
 
 
 def _candidates(text: str | None) -> list[int] | None:

@@ -3,6 +3,7 @@ completion, `--debug` wherever it is typed, and `plan --png` saying what it wrot
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 import statectl
 from statectl.cli import main as cli_main
-from tests.conftest import run_cli
+from tests.conftest import fixture_savepoint, run_cli
 
 
 def test_dir_lists_the_api_and_no_module_internals() -> None:
@@ -96,3 +97,19 @@ def test_completion_script_and_completions() -> None:
         )
         assert done.returncode == 0, done.stderr
         assert [line for line in done.stdout.split() if line.startswith(expected)], done.stdout
+
+
+def test_png_says_what_it_wrote(tmp_path: Path) -> None:
+    source = str(fixture_savepoint("rocksdb_native_full"))
+    target = tmp_path / "plan.png"
+    code, out, err = run_cli("plan", source, "-p", "3", "--png", str(target))
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == f"Wrote {target}"
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    target.unlink()
+    code, out, err = run_cli("plan", source, "-p", "3", "--png", str(target), "--json")
+    assert code == 0
+    assert json.loads(out)["operators"]  # stdout: the JSON document alone
+    assert err == f"statectl: wrote {target}\n"
+    assert target.exists()
