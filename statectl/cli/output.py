@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from statectl.cli.units import human_bytes
@@ -19,7 +19,6 @@ from statectl.cli.units import human_bytes
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.progress import Progress, TaskID
-    from rich.table import Table
 
     from statectl.api.reports import (
         DiffReport,
@@ -45,6 +44,7 @@ if TYPE_CHECKING:
         SubtaskTarget,
         Verification,
     )
+    from statectl.cli.tables import Column
     from statectl.progress import Progress as JobProgress
 
 
@@ -277,91 +277,53 @@ def _native_json(native: NativeSummary) -> dict[str, Any]:
 
 
 def _print_summary(summary: SavepointSummary) -> None:
-    _stdout().print(
-        f"[bold]{summary.location}[/]  {summary.snapshot}, metadata v{summary.metadata_version}, "
-        f"checkpoint {summary.checkpoint_id}, {counted(len(summary.operators), 'operator')}"
+    from rich.text import Text
+
+    from statectl.cli.tables import print_words
+
+    header = Text.assemble(
+        (summary.location, "bold"),
+        f"  {summary.snapshot}, metadata v{summary.metadata_version}, "
+        f"checkpoint {summary.checkpoint_id}, {counted(len(summary.operators), 'operator')}",
     )
-    print_line("Operators")
-    _stdout().print(_operators_table(summary), crop=False)  # never cut a wide table
+    print_words(_stdout(), header)
+    print_table(*_operators_table(summary), title="Operators")
     for op in summary.operators:
         if op.states or any(s.keyed_bytes or s.operator_bytes for s in op.subtasks):
             _print_operator_detail(op, summary.deep)
 
 
-# Columns of the operators table a narrow terminal drops, least useful first: uids and ids are
-# what users copy, so they are never cut and never dropped.
-_DROPPABLE = ("max parallelism", "states", "name", "parallelism", "bytes")
-_WHOLE = ("uid", "operator id")
-_RIGHT = ("bytes",)
+def print_table(columns: Sequence[Column], rows: Sequence[Sequence[str]], title: str = "") -> None:
+    """A table on stdout that fits the terminal and cuts no identifier (`cli/tables.py`)."""
+    from statectl.cli import tables
+
+    tables.print_table(_stdout(), columns, rows, title)
 
 
-def _operators_table(summary: SavepointSummary) -> Table:
-    """The widest table that fits the terminal without cutting a uid or an id: other columns
-    wrap, then the least useful are dropped; a terminal too narrow for uids and ids alone gets
-    a wider table (printed uncropped, the terminal wraps its lines) rather than a cut one."""
-    from rich.table import Table
+def _operators_table(summary: SavepointSummary) -> tuple[list[Column], list[list[str]]]:
+    """Uids and ids are what users copy: never cut, the keys of a stacked row."""
+    from statectl.cli.tables import Column
 
-    columns = _operator_columns(summary)
-    widths = _column_widths(columns, _stdout().width)
-    table = Table(width=_table_width(widths.values()))  # fixed: rich would shrink every column
-    for name, width in widths.items():
-        table.add_column(
-            name,
-            width=width,
-            no_wrap=name in _WHOLE,
-            overflow="fold",
-            justify="right" if name in _RIGHT else "left",
-        )
-    for row in zip(*(columns[name] for name in widths), strict=True):
-        table.add_row(*row)
-    return table
-
-
-def _column_widths(columns: dict[str, list[str]], terminal: int) -> dict[str, int]:
-    """Each kept column's width: its minimum, then what the terminal has left, in column order,
-    up to the column's widest cell."""
-    minimum = {name: _min_width(name, cells) for name, cells in columns.items()}
-    for column in _DROPPABLE:
-        if _table_width(minimum.values()) <= terminal:
-            break
-        del minimum[column]
-    spare = terminal - _table_width(minimum.values())
-    widths = {}
-    for name, least in minimum.items():
-        widths[name] = least + max(0, min(spare, _max_width(name, columns[name]) - least))
-        spare -= widths[name] - least
-    return widths
-
-
-def _operator_columns(summary: SavepointSummary) -> dict[str, list[str]]:
-    """The operators table, by column: header → cells."""
-    ops = summary.operators
-    return {
-        "uid": [op.uid or "-" for op in ops],
-        "name": [op.name or "-" for op in ops],
-        "operator id": [op.id for op in ops],
-        "parallelism": ["finished" if op.finished else str(op.parallelism) for op in ops],
-        "max parallelism": [str(op.max_parallelism) for op in ops],
-        "states": [str(len(op.states)) for op in ops],
-        "bytes": [human_bytes(op.total_bytes) for op in ops],
-    }
-
-
-def _max_width(header: str, cells: Sequence[str]) -> int:
-    return max(len(text) for text in (header, *cells))
-
-
-def _min_width(header: str, cells: Sequence[str]) -> int:
-    """Uids and ids whole, other cells wrapped at spaces (headers too)."""
-    if header in _WHOLE:
-        return _max_width(header, cells)
-    return max(len(word) for text in (header, *cells) for word in text.split())
-
-
-def _table_width(widths: Iterable[int]) -> int:
-    """The width of a rich table with these column widths: one space of padding either side of
-    each column, a border before each column and one ending the row."""
-    return sum(width + 3 for width in widths) + 1
+    columns = [
+        Column("uid", "id", key=True),
+        Column("name"),
+        Column("operator id", "id", key=True),
+        Column("parallelism (max)", "id"),
+        Column("states", "number", "right"),
+        Column("bytes", "number", "right"),
+    ]
+    rows = [
+        [
+            op.uid or "-",
+            op.name or "-",
+            op.id,
+            f"{'finished' if op.finished else op.parallelism} ({op.max_parallelism})",
+            str(len(op.states)),
+            human_bytes(op.total_bytes),
+        ]
+        for op in summary.operators
+    ]
+    return columns, rows
 
 
 def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
@@ -370,32 +332,31 @@ def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
         title = f"{op.uid or op.id}: states"
         if op.key_serializer:
             title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
-        print_line(title)
-        _stdout().print(_operator_states_table(op, deep))
-    print_line(f"{op.uid or op.id}: subtasks")
-    _stdout().print(_subtasks_table(op))
+        print_table(*_operator_states_table(op, deep), title=title)
+    print_table(*_subtasks_table(op), title=f"{op.uid or op.id}: subtasks")
     if any(s.native for s in op.subtasks):
         _print_native_files(op)
 
 
-def _operator_states_table(op: OperatorSummary, deep: bool) -> Table:
-    from rich.table import Table
+def _operator_states_table(op: OperatorSummary, deep: bool) -> tuple[list[Column], list[list[str]]]:
+    """State names are typed into `--state`: never cut."""
+    from statectl.cli.tables import Column
 
-    table = Table()
-    for column in ("state", "scope", "kind", "mode"):
-        table.add_column(column)
-    table.add_column("type", overflow="fold")
-    table.add_column("entries" if deep else "elements", justify="right")
+    columns = [Column("state", "id", key=True)]
+    columns += [Column(header) for header in ("scope", "kind", "mode")]
+    columns.append(Column("type", "type"))
+    columns.append(Column("entries" if deep else "elements", "number", "right"))
     if deep:
-        table.add_column("raw", justify="right")
+        columns.append(Column("raw", justify="right"))
+    rows = []
     for s in op.states:
         count = s.elements if s.scope == "operator" else s.entries
         cells = [s.name, s.scope, s.kind, s.mode or "-", s.type or "?"]
         cells.append("-" if count is None else str(count))
         if deep:
             cells.append(_raw_cell(s))
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return columns, rows
 
 
 def _raw_cell(state: StateSummary) -> str:
@@ -404,43 +365,49 @@ def _raw_cell(state: StateSummary) -> str:
     return f"{state.raw} ({state.raw_reason})" if state.raw_reason else str(state.raw)
 
 
-def _subtasks_table(op: OperatorSummary) -> Table:
-    from rich.table import Table
+def _subtasks_table(op: OperatorSummary) -> tuple[list[Column], list[list[str]]]:
+    from statectl.cli.tables import Column
 
-    table = Table()
-    for column in ("subtask", "key groups", "keyed format"):
-        table.add_column(column)
-    table.add_column("keyed bytes", justify="right")
-    table.add_column("operator bytes", justify="right")
-    for s in op.subtasks:
-        key_groups = f"{s.key_groups[0]}–{s.key_groups[1]}" if s.key_groups else "-"
-        table.add_row(
+    columns = [
+        Column("subtask", key=True),
+        Column("key groups", "id"),
+        Column("keyed format"),
+        Column("keyed bytes", "number", "right"),
+        Column("operator bytes", "number", "right"),
+    ]
+    rows = [
+        [
             str(s.index) + (" (finished)" if s.finished else ""),
-            key_groups,
+            f"{s.key_groups[0]}–{s.key_groups[1]}" if s.key_groups else "-",
             s.keyed_format or "-",
             human_bytes(s.keyed_bytes),
             human_bytes(s.operator_bytes),
-        )
-    return table
+        ]
+        for s in op.subtasks
+    ]
+    return columns, rows
 
 
 def _print_native_files(op: OperatorSummary) -> None:
     """Per RocksDB instance: its files, shared (across checkpoints) or private, and sizes."""
-    from rich.table import Table
+    from statectl.cli.tables import Column
 
-    print_line(f"{op.uid or op.id}: RocksDB native files")
-    table = Table()
-    for column in ("subtask", "file", "kind", "scope"):
-        table.add_column(column)
-    table.add_column("bytes", justify="right")
+    columns = [
+        Column("subtask", key=True),
+        Column("file", "id", key=True),
+        Column("kind"),
+        Column("scope"),
+        Column("bytes", "number", "right"),
+    ]
     natives = [(s.index, s.native) for s in op.subtasks if s.native is not None]
-    for index, native in natives:
-        for f in native.files:
-            scope = "shared" if f.shared else "private"
-            table.add_row(str(index), f.name, f.kind, scope, human_bytes(f.bytes))
-    _stdout().print(table)
+    rows = [
+        [str(index), f.name, f.kind, "shared" if f.shared else "private", human_bytes(f.bytes)]
+        for index, native in natives
+        for f in native.files
+    ]
+    print_table(columns, rows, title=f"{op.uid or op.id}: RocksDB native files")
     families = natives[0][1].column_families if natives else ()
-    _stdout().print(f"column families: {', '.join(families) or '-'}")
+    print_line(f"column families: {', '.join(families) or '-'}")
 
 
 # --- verify ----------------------------------------------------------------------------------
@@ -520,22 +487,21 @@ def _example_json(example: Example) -> dict[str, Any]:
 
 
 def _print_diff(report: DiffReport) -> None:
-    # A CI log is no terminal: give the table room instead of rich's 80 columns.
-    from rich.console import Console
-
-    out = _stdout() if _stdout().is_terminal else Console(soft_wrap=False, width=160)
-    out.print(f"A: {report.a}\nB: {report.b}", highlight=False)
+    """Fitted to the terminal like every table (a CI log gets 80 columns, or COLUMNS); an
+    example is one line, never wrapped (values are JSON)."""
+    print_line(f"A: {report.a}")
+    print_line(f"B: {report.b}")
     for side, refs in (("A", report.operators_only_in_a), ("B", report.operators_only_in_b)):
         for ref in refs:
-            out.print(f"operator only in {side}: {ref.operator} ({ref.operator_id})")
+            print_line(f"operator only in {side}: {ref.operator} ({ref.operator_id})")
     for note in report.notes:
-        out.print(f"note: {note}", highlight=False)
+        print_line(f"note: {note}")
     if report.states:
-        out.print(_diff_table(report))
+        print_table(*_diff_table(report), title="States")
     for state in report.states:
         for example in state.examples:
-            out.print(f"  {state.operator}/{state.state}: {_describe(example)}", highlight=False)
-    out.print(_diff_verdict(report))
+            print_line(f"  {state.operator}/{state.state}: {_describe(example)}")
+    _stdout().print(_diff_verdict(report))
 
 
 def _diff_verdict(report: DiffReport) -> str:
@@ -547,20 +513,22 @@ def _diff_verdict(report: DiffReport) -> str:
     return f"[bold red]different[/]: {differing} of {len(report.states)} states{extra}"
 
 
-def _diff_table(report: DiffReport) -> Table:
-    from rich.table import Table
+def _diff_table(report: DiffReport) -> tuple[list[Column], list[list[str]]]:
+    from statectl.cli.tables import Column
 
-    table = Table(title="States", title_justify="left")
-    for column in ("operator", "state", "scope", "kind"):
-        table.add_column(column)
-    for column in ("entries A", "entries B", "only in A", "only in B", "changed"):
-        table.add_column(column, justify="right")
-    table.add_column("")
+    columns = [Column("operator", "id", key=True), Column("state", "id", key=True)]
+    columns += [Column("scope"), Column("kind")]
+    columns += [
+        Column(header, "number", "right")
+        for header in ("entries A", "entries B", "only in A", "only in B", "changed")
+    ]
+    columns.append(Column("result"))
+    rows = []
     for s in report.states:
         status = "same" if s.identical else (s.note or "differs")
         counts = (s.entries_a, s.entries_b, s.only_in_a, s.only_in_b, s.changed)
-        table.add_row(s.operator, s.state, s.scope, s.kind, *map(str, counts), status)
-    return table
+        rows.append([s.operator, s.state, s.scope, s.kind, *map(str, counts), status])
+    return columns, rows
 
 
 def _describe(example: Example) -> str:
@@ -675,13 +643,20 @@ def _heap_sources(keyed: KeyedTarget) -> list[dict[str, Any]]:
 
 
 def _print_plan(plan: RescalePlan, loads: KeyedLoads) -> None:
-    _stdout().print(f"[bold]Plan for {plan.source.directory.url}[/] (dry run: nothing written)")
+    from rich.text import Text
+
+    from statectl.cli.tables import print_words
+
+    title = Text.assemble(
+        (f"Plan for {plan.source.directory.url}", "bold"), " (dry run: nothing written)"
+    )
+    print_words(_stdout(), title)
     for entry in plan_to_json(plan, loads)["operators"]:
         _print_operator_plan(entry)
 
 
 def _print_operator_plan(entry: dict[str, Any]) -> None:
-    from rich.table import Table
+    from statectl.cli.tables import Column
 
     name = entry["uid"] or entry["id"]
     max_change = ""
@@ -695,19 +670,21 @@ def _print_operator_plan(entry: dict[str, Any]) -> None:
     skew = ""
     if "keyed_max_over_mean" in entry:
         skew = f", keyed max/mean {entry['keyed_max_over_mean']:.2f}"
-    table = Table(title=f"{name}: parallelism {change}{max_change}{skew}", title_justify="left")
+    columns = [
+        Column("subtask", key=True),
+        Column("key groups", "id"),
+        Column("keyed sources"),  # file names whole, broken before their ranges
+        Column("operator state"),
+        Column("bytes", "number", "right"),
+    ]
+    rows = [list(_plan_subtask_row(sub)) for sub in entry["subtasks"]]
+    print_table(columns, rows, title=f"{name}: parallelism {change}{max_change}{skew}")
     if "rehash" in entry:
         rehash = entry["rehash"]
-        table.caption = (
+        print_line(
             f"{rehash['key_type']} keys re-hashed from {rehash['sources']} sources "
             f"({human_bytes(rehash['source_bytes'])})"
         )
-    for column in ("subtask", "key groups", "keyed sources", "operator state"):
-        table.add_column(column)
-    table.add_column("bytes", justify="right")
-    for sub in entry["subtasks"]:
-        table.add_row(*_plan_subtask_row(sub))
-    _stdout().print(table)
 
 
 def _plan_subtask_row(sub: dict[str, Any]) -> tuple[str, ...]:
@@ -758,21 +735,28 @@ def _rounded(ratio: float | None) -> float | None:
 
 
 def _print_rescale_report(report: RescaleReport) -> None:
-    from rich.table import Table
+    from statectl.cli.tables import Column
 
     formats = {op.new_keyed_format for op in report.operators if op.new_keyed_format}
     print_line(f"Wrote {report.destination} ({', '.join(sorted(formats)) or 'canonical'})")
-    table = Table()
-    for column in ("operator", "parallelism", "files"):
-        table.add_column(column)
-    table.add_column("bytes", justify="right")
-    table.add_column("keyed max/mean", justify="right")
-    for op in report.operators:
-        skew = "-" if op.keyed_skew is None else f"{op.keyed_skew:.2f}"
-        table.add_row(
-            op.uid or op.id, _parallelism_change(op), str(op.files), human_bytes(op.bytes), skew
-        )
-    _stdout().print(table)
+    columns = [
+        Column("operator", "id", key=True),
+        Column("parallelism"),
+        Column("files", "number"),
+        Column("bytes", "number", "right"),
+        Column("keyed max/mean", "number", "right"),
+    ]
+    rows = [
+        [
+            op.uid or op.id,
+            _parallelism_change(op),
+            str(op.files),
+            human_bytes(op.bytes),
+            "-" if op.keyed_skew is None else f"{op.keyed_skew:.2f}",
+        ]
+        for op in report.operators
+    ]
+    print_table(columns, rows)
     print_tasks_run(report.tasks_run)
 
 
@@ -836,20 +820,18 @@ def _migrated_operator_json(op: MigratedOperator) -> dict[str, Any]:
 
 
 def _print_migration(report: MigrationReport) -> None:
-    from rich.table import Table
-
     from statectl.api.reports import CARRIED, DROPPED, RENAMED
+    from statectl.cli.tables import Column
 
     print_line(f"Wrote {report.destination} (metadata v{report.metadata_version})")
-    table = Table()
-    table.add_column("operator")
-    table.add_column("operator id", no_wrap=True, min_width=32)
-    table.add_column("change")
-    table.add_column("files", justify="right")
-    table.add_column("bytes", justify="right")
-    for op in report.operators:
-        table.add_row(*_migrated_operator_row(op))
-    _stdout().print(table)
+    columns = [
+        Column("operator", key=True),  # `old → new`: broken at the arrow, uids whole
+        Column("operator id", "id", key=True),
+        Column("change"),
+        Column("files", "number", "right"),
+        Column("bytes", "number", "right"),
+    ]
+    print_table(columns, [list(_migrated_operator_row(op)) for op in report.operators])
     _stdout().print(
         f"{report.count(RENAMED)} renamed, {report.count(DROPPED)} dropped, "
         f"{report.count(CARRIED)} kept; {report.files} files, {human_bytes(report.bytes)}"
@@ -867,7 +849,7 @@ def _state_edit_text(edit: StateEditReport) -> str:
     return {"drop": "dropped", "ttl": "TTL on", "no-ttl": "TTL off"}.get(edit.action, edit.action)
 
 
-def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
+def _migrated_operator_row(op: MigratedOperator) -> tuple[str, ...]:
     from statectl.api.reports import DROPPED, RENAMED
 
     change = op.change
@@ -879,7 +861,7 @@ def _migrated_operator_row(op: MigratedOperator) -> tuple[str | None, ...]:
         new_id = change.old_id != change.new_id
         name = f"{old} → {change.new_uid}" if new_id else old
         what = "renamed" if new_id else "uid set"
-    return name, change.new_id, what, str(op.files), human_bytes(op.bytes)
+    return name, change.new_id or "-", what, str(op.files), human_bytes(op.bytes)
 
 
 def print_position_edits(report: PositionsEditReport, json_output: bool) -> None:

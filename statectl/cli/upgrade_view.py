@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from statectl.cli.output import print_json, print_line, print_tasks_run, tasks_json
+from statectl.cli.output import print_json, print_line, print_table, print_tasks_run, tasks_json
 
 if TYPE_CHECKING:
     from statectl.api.reports import UpgradeCheck, UpgradeReport
@@ -28,18 +28,19 @@ def print_check_json(report: UpgradeCheck) -> None:
 
 def print_check(report: UpgradeCheck) -> None:
     """The states that would not restore as they are, one row each, then the counts."""
-    from rich.console import Console
-    from rich.table import Table
+    from statectl.cli.tables import Column
 
     failing = [state for state in report.states if state.verdict != "ok"]
     if failing:
-        table = Table()
-        for column in ("operator", "state", "scope", "verdict", "why"):
-            table.add_column(column, overflow="fold")
-        for state in failing:
-            verdict = f"[{_STYLE[state.verdict]}]{state.verdict}[/]"
-            table.add_row(state.operator, state.state, state.scope, verdict, state.reason)
-        Console(soft_wrap=False).print(table)
+        columns = [
+            Column("operator", "id", key=True),
+            Column("state", "id", key=True),
+            Column("scope"),
+            Column("verdict", styles=_STYLE),
+            Column("why"),  # wrapped at spaces: class names stay whole
+        ]
+        rows = [[s.operator, s.state, s.scope, s.verdict, s.reason] for s in failing]
+        print_table(columns, rows)
     counts = ", ".join(f"{report.count(v)} {v}" for v in ("ok", "refused", "wrong", "unknown"))
     print_line(
         f"Flink {report.target} restoring {report.source}: {len(report.states)} states, {counts}"

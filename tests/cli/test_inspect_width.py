@@ -1,4 +1,5 @@
-"""`statectl inspect` in a narrow terminal: uids and operator ids are never cut."""
+"""`statectl inspect` in a narrow terminal: uids and operator ids are never cut (more in
+test_tables_width.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from tests.conftest import FIXTURES, run_cli
 
 # Long enough that a table of every column cannot fit 80 or 120 columns.
 LONG_UID = "sessions-by-customer-and-region-v2"
-# Longer than the terminal leaves beside a 32-hex id: the table is printed wider, not cut.
+# Longer than the terminal leaves beside a 32-hex id: the operators are stacked, not cut.
 LONGEST_UID = "enrichment-join-of-orders-with-customer-profiles-and-regions-v3"
 
 
