@@ -10,8 +10,6 @@ from statectl.api import reports  # with the splits and enumerators of each kind
 if TYPE_CHECKING:  # rich draws the tables only: `positions --json` needs none of it
     from statectl.api.reports import PositionsReport, ReaderSplit, SourcePositions
 
-_COLUMNS = ("subtask", "split", "topic / path", "partition", "position", "stop / range")
-
 
 # --- JSON ------------------------------------------------------------------------------------
 
@@ -102,27 +100,29 @@ def _fields(value: Any) -> dict[str, Any]:
 
 
 def print_positions(report: PositionsReport) -> None:
-    from rich.console import Console
-    from rich.table import Table
+    """A table per source, fitted to the terminal: split ids and paths (what `migrate
+    --file-position` and `--kafka-offset` take) whole, the rows stacked if need be."""
+    from statectl.cli.output import print_line, print_table
+    from statectl.cli.tables import Column
 
-    console = Console(soft_wrap=False)
-    if not console.is_terminal:  # piped: wide enough for whole paths
-        console = Console(soft_wrap=False, width=200)
+    columns = [
+        Column("subtask", key=True, justify="right"),
+        Column("split", "id", key=True),
+        Column("topic / path", "id"),
+        Column("partition", "number"),
+        Column("position"),
+        Column("stop / range"),
+    ]
     if not report.sources:
-        console.print(f"{report.location}: no source operators with state")
+        print_line(f"{report.location}: no source operators with state")
     for source in report.sources:
         label = source.uid or source.name or source.operator_id
         kind = source.kind or "unrecognised"
-        table = Table(title=f"{label}: {kind} source ({source.evidence})", title_justify="left")
-        for column in _COLUMNS:
-            table.add_column(column, justify="right" if column == "subtask" else "left")
-        for held in source.splits:
-            table.add_row(*_row(held))
-        for split in _pending(source.enumerator):
-            table.add_row("pending", *_row_cells(split))
-        console.print(table)
+        rows = [list(_row(held)) for held in source.splits]
+        rows += [["pending", *_row_cells(split)] for split in _pending(source.enumerator)]
+        print_table(columns, rows, title=f"{label}: {kind} source ({source.evidence})")
         for line in _enumerator_lines(source.enumerator):
-            console.print(f"  {line}", markup=False, highlight=False)
+            print_line(f"  {line}")
 
 
 def _row(held: ReaderSplit) -> tuple[str, ...]:

@@ -204,7 +204,7 @@ def _stacked_row(columns: Sequence[Column], row: Sequence[str], width: int) -> I
         yield from (Text(key, style="bold") for key in keys)
     line = Text(_INDENT)
     for column, cell in zip(columns, row, strict=True):
-        if column.key:
+        if column.key or not cell:
             continue
         value = "; ".join(cell.split("\n"))
         entry = Text.assemble((f"{column.header}: ", "dim"), (value, column.styles.get(cell, "")))

@@ -144,6 +144,18 @@ def test_migrate_and_a_rescale_plan_cut_no_uid_and_no_file(tmp_path: Path) -> No
     assert too_wide(out.split("\n", 2)[2], 80) == []  # after the title, whose path is data
 
 
+def test_positions_fit_the_terminal_with_split_ids_and_paths_whole() -> None:
+    savepoint = Path(__file__).resolve().parents[1] / "flink" / "sources" / "fixture" / "savepoint"
+    code, out, err = run_cli("positions", "--json", str(savepoint))
+    (source,) = json.loads(out)["sources"]
+    typed = {split["split_id"] for split in source["splits"]}
+    typed |= {split["path"] for split in source["splits"]}
+    code, out, err = run_at_width(80, "positions", str(savepoint))
+    assert code == 0, err
+    assert too_wide(out, 80) == []
+    assert typed <= words(out)
+
+
 # --- the fitting itself ----------------------------------------------------------------------
 
 
