@@ -21,7 +21,7 @@ import shutil
 import sys
 import uuid
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,6 @@ from statectl.formats.metadata import (
     SubtaskState,
     write_metadata,
 )
-from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
 
 REPO = Path(__file__).resolve().parents[1]
@@ -95,41 +94,64 @@ def ensure(params: Params, cache: Path) -> Built:
 
 def build(params: Params, target: Path) -> Built:
     """Write the savepoint into `target` (which must not exist); `_metadata` last."""
-    fixture = open_savepoint(str(FIXTURE))
-    op = fixture.find_operator(params.operator)
-    header = _fixture_header(fixture, op)
+    header = fixture_header(FIXTURE, params.operator)
     layout = _EntryLayout(params, header)
     total_keys = max(params.parallelism, -(-params.size_bytes // layout.bytes_per_key))
-    by_group = _keys_by_key_group(total_keys, params.max_parallelism, params.key_type)
+    by_group = keys_by_key_group(total_keys, params.max_parallelism, params.key_type)
+    size = write_keyed_operator(
+        FIXTURE, params.operator, target, header, layout.block, by_group, params.parallelism,
+        seed=params.name,
+    )  # fmt: skip
+    return Built(target, params, total_keys, layout.entries(total_keys), size)
+
+
+def write_keyed_operator(
+    fixture: Path,
+    operator: str,
+    target: Path,
+    header: bytes,
+    block: Callable[[int, array], bytes],
+    by_group: list[array],
+    parallelism: int,
+    seed: str,
+) -> int:
+    """`fixture` copied into `target` (which must not exist) with the keyed files of `operator`
+    replaced: `parallelism` subtask files at `len(by_group)` key groups, each `header` then
+    `block(key_group, key indexes)` per non-empty key group; `_metadata` last. The bytes of all
+    files of the new savepoint."""
+    sp = open_savepoint(str(fixture))
+    op = sp.find_operator(operator)
+    max_parallelism = len(by_group)
     staging = target.with_name(target.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(FIXTURE, staging)
-    for subtask in op.subtasks or ():  # the fixture's own keyed-str files are replaced
+    shutil.copytree(fixture, staging)
+    for subtask in op.subtasks or ():  # the fixture's own keyed files are replaced
         assert isinstance(subtask.managed_keyed_state, KeyGroupsHandle)
         delegate = subtask.managed_keyed_state.delegate
         assert isinstance(delegate, RelativeFileHandle)
         (staging / delegate.relative_path).unlink()
-    names = random.Random(params.name)
+    names = random.Random(seed)
     subtasks = []
-    for index in range(params.parallelism):
-        first, last = key_group_range(params.max_parallelism, params.parallelism, index)
+    for index in range(parallelism):
+        first, last = key_group_range(max_parallelism, parallelism, index)
         name = str(uuid.UUID(int=names.getrandbits(128), version=4))
-        handle = _write_subtask(staging / name, header, layout, by_group, first, last)
+        handle = _write_subtask(staging / name, header, block, by_group, first, last)
         subtasks.append(SubtaskState(index, managed_keyed_state=handle))
     new_op = dataclasses.replace(
         op,
-        parallelism=params.parallelism,
-        max_parallelism=params.max_parallelism,
+        parallelism=parallelism,
+        max_parallelism=max_parallelism,
         subtasks=tuple(subtasks),
     )
-    (staging / "_metadata").write_bytes(write_metadata(_replace(fixture.metadata, op, new_op)))
+    (staging / "_metadata").write_bytes(write_metadata(_replace(sp.metadata, op, new_op)))
     staging.rename(target)
-    size = sum(p.stat().st_size for p in target.iterdir())
-    return Built(target, params, total_keys, layout.entries(total_keys), size)
+    return sum(p.stat().st_size for p in target.iterdir())
 
 
-def _fixture_header(sp: Savepoint, op: OperatorState) -> bytes:
-    handle = (op.subtasks or ())[0].managed_keyed_state
+def fixture_header(fixture: Path, operator: str) -> bytes:
+    """The serializer-proxy header of the first keyed file of `operator` in `fixture`."""
+    sp = open_savepoint(str(fixture))
+    handle = (sp.find_operator(operator).subtasks or ())[0].managed_keyed_state
     assert isinstance(handle, KeyGroupsHandle) and handle.delegate is not None
     stream = sp.stream(handle.delegate)
     return stream.read(0, keyed_blocks.header_length(handle.offsets, stream.size))
@@ -171,7 +193,7 @@ def small_bytes_per_entry(key_type: str) -> int:
     return -(-layout.bytes_per_key // 5)
 
 
-def _keys_by_key_group(total: int, max_parallelism: int, key_type: str) -> list[array]:
+def keys_by_key_group(total: int, max_parallelism: int, key_type: str) -> list[array]:
     """Key indexes per key group, as Flink assigns them (murmur of `hashCode`)."""
     codec, value = _KEY_TYPES[key_type]
     groups = [array("I") for _ in range(max_parallelism)]
@@ -229,7 +251,7 @@ class _EntryLayout:
 def _write_subtask(
     path: Path,
     header: bytes,
-    layout: _EntryLayout,
+    block: Callable[[int, array], bytes],
     by_group: list[array],
     first: int,
     last: int,
@@ -237,19 +259,12 @@ def _write_subtask(
     offsets = [0] * (last - first + 1)
     with path.open("wb") as out:
         out.write(header)
-        for key_group, block in _blocks(layout, by_group, first, last):
-            offsets[key_group - first] = out.tell()
-            out.write(block)
+        for key_group in range(first, last + 1):
+            if by_group[key_group]:
+                offsets[key_group - first] = out.tell()
+                out.write(block(key_group, by_group[key_group]))
         size = out.tell()
     return KeyGroupsHandle(7, first, tuple(offsets), RelativeFileHandle(path.name, size))
-
-
-def _blocks(
-    layout: _EntryLayout, by_group: list[array], first: int, last: int
-) -> Iterator[tuple[int, bytes]]:
-    for key_group in range(first, last + 1):
-        if by_group[key_group]:
-            yield key_group, layout.block(key_group, by_group[key_group])
 
 
 def main(argv: list[str] | None = None) -> int:
