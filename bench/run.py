@@ -55,6 +55,7 @@ class PeakRss:
     driver_total: int = 0  # python + JVM, at the same sample
     worker: int = 0  # the largest single Python worker (daemon or forked worker)
     workers_total: int = 0  # all Python workers together, at the same sample
+    tree: int = 0  # every process of the tree together (shell wrappers too), at the same sample
     samples: int = 0
 
     def add(self, by_kind: dict[str, list[int]]) -> None:
@@ -65,11 +66,12 @@ class PeakRss:
         self.driver_total = max(self.driver_total, sum(driver) + sum(jvm))
         self.worker = max(self.worker, *workers, 0)
         self.workers_total = max(self.workers_total, sum(workers))
+        self.tree = max(self.tree, sum(sum(rss) for rss in by_kind.values()))
 
     def mib(self) -> dict[str, float]:
         return {
             k: round(getattr(self, k) / MIB, 1)
-            for k in ("driver", "jvm", "driver_total", "worker", "workers_total")
+            for k in ("driver", "jvm", "driver_total", "worker", "workers_total", "tree")
         }
 
 
