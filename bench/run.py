@@ -266,7 +266,7 @@ def _summary(runs: list[Run], fixed_runs: list[Run], cp: float) -> dict:
     spark_start = statistics.median(t["spark_start"] for t in timings)
     peak = PeakRss()
     for run in runs:
-        for kind in ("driver", "jvm", "driver_total", "worker", "workers_total"):
+        for kind in ("driver", "jvm", "driver_total", "worker", "workers_total", "tree"):
             setattr(peak, kind, max(getattr(peak, kind), getattr(run.rss, kind)))
     return {
         "rescale_seconds": round(wall, 3),
