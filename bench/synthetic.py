@@ -189,8 +189,13 @@ def key_bytes(key_type: str, index: int) -> bytes:
 
 def small_bytes_per_entry(key_type: str) -> int:
     """State bytes per entry with one-element lists (5 entries per key), for sizing by entries."""
-    layout = _EntryLayout(Params(1, list_elements=1, key_type=key_type), None)
-    return -(-layout.bytes_per_key // 5)
+    return -(-bytes_per_key(1, key_type) // 5)
+
+
+def bytes_per_key(list_elements: int = 1, key_type: str = "String") -> int:
+    """State bytes per key: `Params(keys * bytes_per_key(…), …)` builds exactly `keys` keys."""
+    layout = _EntryLayout(Params(1, list_elements=list_elements, key_type=key_type), None)
+    return layout.bytes_per_key
 
 
 def keys_by_key_group(total: int, max_parallelism: int, key_type: str) -> list[array]:
