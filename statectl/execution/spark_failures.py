@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from statectl.errors import SparkError, StatectlError, one_line
+from statectl.execution import java
 
 if TYPE_CHECKING:
     from py4j.java_gateway import JavaGateway
@@ -108,18 +109,21 @@ def launch_jvm(conf: SparkConf) -> JavaGateway:
     from pyspark.java_gateway import launch_gateway
 
     global _launched
+    # spark-submit's own JVM (PYSPARK_GATEWAY_PORT) is up already; else find a Java first.
+    home = None if "PYSPARK_GATEWAY_PORT" in os.environ else java.java_home()
     read_end, write_end = os.pipe()
     stderr = JvmStderr(read_end)  # read before the launch: a JVM that fails to start says why
     token = uuid.uuid4().hex
     try:
         try:
-            with _environment(_OWNER_VARIABLE, token):
+            with _environment(_OWNER_VARIABLE, token), _environment("JAVA_HOME", home):
                 output = {"stdout": write_end, "stderr": write_end}  # the JVM's errors: stdout
                 gateway = launch_gateway(conf, popen_kwargs=output)  # type: ignore[no-untyped-call]
         finally:
             os.close(write_end)  # the JVM holds its own copy; the copy ends when it exits
     except PySparkRuntimeError as exc:  # JAVA_GATEWAY_EXITED: it ended before it listened
-        said = "; ".join(stderr.last_words()[-3:]) or "it exited at once"
+        last_words = stderr.last_words()
+        said = java.advice(last_words) or "; ".join(last_words[-3:]) or "it exited at once"
         raise SparkError(f"Spark's JVM did not start: {said}") from exc
     if gateway.proc is not None:  # None: a JVM of spark-submit's (PYSPARK_GATEWAY_PORT)
         memory = conf.get("spark.driver.memory") or _DEFAULT_DRIVER_MEMORY
@@ -129,7 +133,11 @@ def launch_jvm(conf: SparkConf) -> JavaGateway:
 
 
 @contextlib.contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
+def _environment(name: str, value: str | None) -> Iterator[None]:
+    """`name` set to `value` meanwhile (None: left as it is)."""
+    if value is None:
+        yield
+        return
     previous = os.environ.get(name)
     os.environ[name] = value
     try:

