@@ -83,9 +83,14 @@ def register(spark: SparkSession) -> None:
     """Make `flink-state` and `flink-savepoint-metadata` readable in this Spark session (and
     let Python data sources take filters: `flink-state` prunes subtasks with them). On a
     cluster, statectl's package is shipped to the executors first (their Python workers read
-    the partitions; statectl's dependencies must be installed there)."""
+    the partitions; statectl's dependencies must be installed there). In local mode Spark's
+    Python workers (which plan and read the data sources) run this interpreter, unless
+    `PYSPARK_PYTHON` chose another: that one must import statectl, or a StatectlError says so.
+    """
     context = spark.sparkContext
-    if not (context.master or "local").startswith("local") and not _shipped(context):
+    if (context.master or "local").startswith("local"):
+        _local_workers_python(context)
+    elif not _shipped(context):
         from statectl.execution.spark import _ship_package
 
         # Before registering: a data source takes the context's Python files as it is
@@ -94,6 +99,60 @@ def register(spark: SparkSession) -> None:
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     spark.dataSource.register(FlinkStateDataSource)
     spark.dataSource.register(FlinkSavepointMetadataDataSource)
+
+
+def _local_workers_python(context: SparkContext) -> None:
+    """Spark's Python workers on this machine run this interpreter: PySpark's default is
+    whatever `python3` is on PATH, which outside an activated virtualenv (a notebook's kernel,
+    `venv/bin/python script.py`) lacks statectl and pyarrow. A `PYSPARK_PYTHON` of the user's
+    stands, if it can import them; else a StatectlError says what to set."""
+    import os
+    import sys
+
+    chosen = context.pythonExec
+    if _same_file(chosen, sys.executable):
+        return
+    if chosen == _PYSPARK_DEFAULT_PYTHON and not os.environ.get("PYSPARK_PYTHON"):
+        context.pythonExec = sys.executable  # read as each Python function is wrapped
+        return
+    missing = _cannot_import(chosen)
+    if missing is not None:
+        from statectl.errors import StatectlError
+
+        raise StatectlError(
+            f"Spark's Python workers run {chosen} (PYSPARK_PYTHON), which {missing}: set "
+            f"PYSPARK_PYTHON={sys.executable} before the SparkSession starts"
+        )
+
+
+_PYSPARK_DEFAULT_PYTHON = "python3"  # SparkContext.pythonExec without PYSPARK_PYTHON
+
+
+def _same_file(program: str, path: str) -> bool:
+    """Whether `program` (a name on PATH or a path) is `path`: by path, not by the file a
+    link names, which a virtualenv's `python` shares with the interpreter it was made from."""
+    import os
+    import shutil
+
+    found = shutil.which(program)
+    return found is not None and os.path.abspath(found) == os.path.abspath(path)
+
+
+def _cannot_import(python: str) -> str | None:
+    """What `python` lacks of what a worker reading a state imports (None: nothing)."""
+    import subprocess
+
+    probe = "import pyarrow, statectl"
+    try:
+        run = subprocess.run(
+            [python, "-c", probe], capture_output=True, text=True, timeout=120, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"does not run ({exc})"
+    if run.returncode == 0:
+        return None
+    said = [line for line in run.stderr.splitlines() if line.strip()]
+    return f"cannot import statectl ({said[-1] if said else f'exit code {run.returncode}'})"
 
 
 def _shipped(context: SparkContext) -> bool:

