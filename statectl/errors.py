@@ -52,3 +52,36 @@ class SparkError(StatectlError):
 class StatectlNote(UserWarning):
     """Something a reader should know that is no error (a checkpoint read from a copy of its
     folders): a Python warning of the library, one `statectl: note: …` line of the CLI."""
+
+
+# Errors of the libraries under fsspec that tell what this machine lacks, not what is wrong
+# with the input: botocore's (S3) for credentials it found none or only part of.
+_CREDENTIAL_ERRORS = {
+    "NoCredentialsError",
+    "PartialCredentialsError",
+    "CredentialRetrievalError",
+    "ProfileNotFound",
+    "TokenRetrievalError",
+    "SSOError",
+}
+_S3_CREDENTIALS = (
+    "set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or the storage options key "
+    "and secret (--storage-option key=… --storage-option secret=…; anon=true for a public bucket)"
+)
+_HADOOP_CLIENT = (
+    "hdfs:// needs Hadoop's native client ({said}): a JVM (JAVA_HOME), HADOOP_HOME and "
+    "CLASSPATH=$(hadoop classpath --glob); or read over HTTP: webhdfs://NAMENODE:9870/PATH"
+)
+
+
+def setup_error(exc: BaseException, source: str | None = None) -> StatectlError | None:
+    """`exc`, raised by a filesystem's library, as one line saying what to set or install
+    (no S3 credentials; no Hadoop client for `hdfs://`), or None for any other error."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    if names & _CREDENTIAL_ERRORS and "BotoCoreError" in names:
+        return SavepointError(f"no usable S3 credentials ({exc}): {_S3_CREDENTIALS}", source)
+    text = str(exc)
+    if isinstance(exc, OSError) and ("libjvm" in text or "libhdfs" in text):
+        said = text.splitlines()[0] if text else type(exc).__name__
+        return SavepointError(_HADOOP_CLIENT.format(said=said), source)
+    return None

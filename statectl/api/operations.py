@@ -39,6 +39,18 @@ def _opened(source: Source, storage_options: dict[str, Any] | None = None) -> Sa
     return source if isinstance(source, Savepoint) else open(source, storage_options)
 
 
+def _options(
+    source: Any, destination: str, storage_options: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The storage options of a write to `destination`: those given, else those the source
+    (a Savepoint or its parsed model) was opened with, when the destination is on the same
+    store: `statectl.open(url, opts)`, then a write beside it needs none."""
+    from statectl.savepoint.storage import options_for
+
+    parsed = source.parsed if isinstance(source, Savepoint) else source
+    return options_for(destination, parsed.directory.url, storage_options, parsed.storage_options)
+
+
 # --- reading ---------------------------------------------------------------------------------
 
 
@@ -124,6 +136,7 @@ def export(
 
     sp = _opened(source, storage_options)
     sp.ensure_consistent(operator)
+    storage_options = _options(sp, output, storage_options)
     use_spark = spark or master is not None
     locations = (sp.parsed.directory, locate(output, storage_options))
     engine = choose_engine(use_spark, master, spark_conf, *locations)
@@ -210,6 +223,7 @@ def write_rescale(
     report's `timings` are the seconds of each phase, `tasks_run` where the tasks ran."""
     from statectl.operations.rescale import job
 
+    storage_options = _options(plan.source, destination, storage_options)
     return job.rescale(
         plan, destination, overwrite=overwrite, master=master, spark_conf=spark_conf,
         storage_options=storage_options, progress=progress, engine=engine, head_start=head_start,
@@ -317,6 +331,7 @@ def write_migration(
     this process while it starts, and which starts only for long work."""
     from statectl.operations.migrate import migrate as run_migration
 
+    storage_options = _options(plan.source, destination, storage_options)
     engine = None  # copies only (renames, drops): bytes, in this process
     if plan.states is not None and plan.states.rewrites:  # values rewritten: as rescale runs
         engine = _write_engine(
@@ -340,8 +355,10 @@ def _write_engine(
     from statectl.execution.factory import choose_engine
     from statectl.savepoint.storage import locate
 
-    options = storage_options or source.storage_options
-    locations = (source.directory, locate(destination, options))
+    locations = (
+        source.directory,
+        locate(destination, _options(source, destination, storage_options)),
+    )
     return choose_engine(True, master, spark_conf, *locations, head_start=head_start)
 
 
@@ -406,7 +423,7 @@ def transform(
 
     sp = _opened(source, storage_options)
     sp.ensure_consistent()
-    options = storage_options or sp.parsed.storage_options
+    options = _options(sp, destination, storage_options)
     # SQL needs Spark; a function's batches take a head start in this process.
     engine = _write_engine(sp.parsed, destination, options, master, spark_conf, sql is None)
     with ClassPath(classpath) as classes:
@@ -487,8 +504,9 @@ def set_positions(
     edits += [FilePositionEdit(*f) for f in file_positions]
     migration = plan_operators(sp.parsed, renames, drops) if renames or drops else None
     plan = plan_positions(sp.parsed, edits, migration=migration)
+    options = _options(sp, destination, storage_options)
     return write_positions(
-        plan, destination, overwrite=overwrite, storage_options=storage_options, progress=progress
+        plan, destination, overwrite=overwrite, storage_options=options, progress=progress
     )
 
 
@@ -522,6 +540,7 @@ def upgrade(
 
     sp = _opened(source, storage_options)
     sp.ensure_consistent()
+    storage_options = _options(sp, destination, storage_options)
     engine = _write_engine(sp.parsed, destination, storage_options, master, spark_conf, head_start)
     with ClassPath(classpath) as classes:
         plan = plan_upgrade(sp.parsed, to, drop_unconvertible=drop_unconvertible, classpath=classes)

@@ -154,16 +154,20 @@ class Savepoint:
         written anew in its format (canonical or RocksDB native), everything else carried over
         as bytes, `_metadata` published last; the input is never modified."""
         from statectl.operations.migrate import migrate, plan_migration
+        from statectl.savepoint.storage import options_for
 
         if not self._edits:
             raise StatectlError("no state was edited: nothing to write", self.location)
         self.ensure_consistent()
         plan = plan_migration(self.parsed, (), (), self._edits)
+        source_options = self.parsed.storage_options
         return migrate(
             plan,
             destination,
             overwrite=overwrite,
-            storage_options=storage_options or self.parsed.storage_options,
+            storage_options=options_for(
+                destination, self.location, storage_options, source_options
+            ),
             progress=progress,
         )
 

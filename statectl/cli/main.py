@@ -41,7 +41,7 @@ from statectl.cli.help_view import Command as _Command
 from statectl.cli.help_view import Group as _Group
 from statectl.cli.options import DebugOption
 from statectl.cli.output import print_error, print_note
-from statectl.errors import StatectlError, StatectlNote, one_line
+from statectl.errors import StatectlError, StatectlNote, one_line, setup_error
 
 app = typer.Typer(
     name="statectl",
@@ -170,5 +170,11 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as exc:  # a bug, not bad input: still one line unless --debug
         if _debug:
             raise
-        print_error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
+        # What the machine lacks, told by a filesystem's library (no S3 credentials, no Hadoop
+        # client for hdfs://) where statectl did not translate it itself.
+        setup = setup_error(exc)
+        if setup is not None:
+            print_error(one_line(str(setup)))
+        else:
+            print_error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
         sys.exit(1)

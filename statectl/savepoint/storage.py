@@ -12,7 +12,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from statectl.errors import SavepointError
+from statectl.errors import SavepointError, setup_error
 
 if TYPE_CHECKING:  # fsspec loads on the first locate(): `uid-hash` reads no files
     import fsspec
@@ -67,6 +67,8 @@ class Location:
             return bool(self.fs.exists(self.path))
         except ValueError as exc:  # e.g. a NUL byte in a name read from a corrupt `_metadata`
             raise SavepointError(f"not a valid file name ({exc})", self.url) from None
+        except Exception as exc:
+            raise _setup_error(exc, self.url) from None
 
     def size(self) -> int:
         try:
@@ -75,6 +77,8 @@ class Location:
             raise SavepointError("file not found", self.url) from None
         except ValueError as exc:
             raise SavepointError(f"not a valid file name ({exc})", self.url) from None
+        except Exception as exc:
+            raise _setup_error(exc, self.url) from None
 
     def read_view(self, start: int, end: int) -> bytes | memoryview:
         """The bytes [start, end): of a local file, a view of it mapped into memory (no copy:
@@ -105,7 +109,15 @@ class Location:
             raise SavepointError("is a directory, not a file", self.url) from None
         except ValueError as exc:
             raise SavepointError(f"not a valid file name ({exc})", self.url) from None
+        except Exception as exc:
+            raise _setup_error(exc, self.url) from None
         return data
+
+
+def _setup_error(exc: Exception, url: str) -> Exception:
+    """What a filesystem's error tells of this machine's set-up (no S3 credentials, no Hadoop
+    client), as one line naming `url`; any other error as it was raised."""
+    return setup_error(exc, url) or exc
 
 
 _MAPPED_MIN_BYTES = 1 << 20  # smaller reads cost less than a mapping
@@ -126,6 +138,23 @@ def _parent_url(url: str) -> str:
     return head or url
 
 
+def protocol(url: str) -> str:
+    """The filesystem a path or URL is on (`file` for a plain path)."""
+    scheme, sep, _ = to_fsspec_url(url).partition("://")
+    return scheme if sep else "file"
+
+
+def options_for(
+    url: str, source_url: str, given: dict[str, Any] | None, source: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """The storage options of a write to `url` from a savepoint at `source_url`: those given,
+    else the source's when `url` is on the same store (the credentials and endpoint that
+    opened one serve the other); a local destination ignores them either way."""
+    if given:
+        return given
+    return source if protocol(url) == protocol(source_url) else None
+
+
 def locate(url: str, storage_options: dict[str, Any] | None = None) -> Location:
     """Resolve a user-given path or URL (or a URI from `_metadata`) to a Location."""
     from fsspec.core import url_to_fs
@@ -135,4 +164,6 @@ def locate(url: str, storage_options: dict[str, Any] | None = None) -> Location:
         fs, path = url_to_fs(fs_url, **(storage_options or {}))
     except (ImportError, ValueError) as exc:
         raise SavepointError(f"cannot open this location: {exc}", url) from None
+    except OSError as exc:  # hdfs:// without Hadoop's client
+        raise _setup_error(exc, url) from None
     return Location(fs, path, url)
