@@ -17,7 +17,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -154,6 +154,9 @@ def _notes_printed() -> Iterator[None]:
         yield
 
 
+INTERRUPTED = 130  # 128 + SIGINT, as shells report a program Ctrl-C ended
+
+
 def main(argv: list[str] | None = None) -> None:
     allocator.keep_freed_buffers()
     try:
@@ -165,8 +168,11 @@ def main(argv: list[str] | None = None) -> None:
         print_error(one_line(str(exc)))
         sys.exit(1)
     except KeyboardInterrupt:
-        print_error("interrupted")
-        sys.exit(130)
+        _interrupted()
+    except SystemExit as exc:
+        if exc.code == INTERRUPTED:  # typer's own exit for a KeyboardInterrupt, silent
+            _interrupted()
+        raise
     except Exception as exc:  # a bug, not bad input: still one line unless --debug
         if _debug:
             raise
@@ -178,3 +184,10 @@ def main(argv: list[str] | None = None) -> None:
         else:
             print_error(f"internal error: {type(exc).__name__}: {exc} (rerun with --debug)")
         sys.exit(1)
+
+
+def _interrupted() -> NoReturn:
+    """Ctrl-C: one line and exit 130. A write publishes `_metadata` last, so an interrupted
+    one left no savepoint behind (its staging folder is removed on the way out)."""
+    print_error("interrupted")
+    sys.exit(INTERRUPTED)

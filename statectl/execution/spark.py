@@ -18,7 +18,6 @@ import atexit
 import contextlib
 import heapq
 import itertools
-import logging
 import os
 import pickle
 import re
@@ -47,8 +46,10 @@ from statectl.execution.spark_failures import (
     JVM_OPTIONS,
     jvm_death,
     launch_jvm,
+    quiet_py4j,
     quiet_query_logs,
     reports_failures,
+    watch_interrupts,
 )
 from statectl.progress import Progress, ProgressCallback, finished
 
@@ -96,6 +97,7 @@ def spark_context(
         died = jvm_death()  # a context whose JVM is gone would answer no call
         if died is not None:
             raise died
+        watch_interrupts()
         return active
     log_config = Path(__file__).with_name("log4j2.properties")
     java_options = (
@@ -116,12 +118,13 @@ def spark_context(
     spark_conf = SparkConf().setMaster(master).setAppName("statectl")
     for key, value in settings.items():
         spark_conf.set(key, value)
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    quiet_py4j()
     with SparkContext._lock:  # getOrCreate's, over a JVM launched by `launch_jvm`
         context = SparkContext._active_spark_context or _new_context(spark_conf)
     context.setLogLevel("WARN")
     if not master.startswith("local"):
         _ship_package(context)
+    watch_interrupts()
     return context
 
 

@@ -63,6 +63,7 @@ class JvmStderr:
 
     def __init__(self, read_end: int) -> None:
         self.kept: collections.deque[str] = collections.deque(maxlen=200)
+        self.quiet = threading.Event()  # after a Ctrl-C: the user was told, copy no more
         self._reader = threading.Thread(
             target=self._copy, args=(read_end,), name="statectl-jvm-stderr", daemon=True
         )
@@ -76,7 +77,7 @@ class JvmStderr:
                 warning = line.startswith(_WARNING_RECORD)
                 if not warning:
                     self.kept.append(line.decode(errors="replace").rstrip())
-                if warning or LOGGER.isEnabledFor(logging.DEBUG):
+                if (warning and not self.quiet.is_set()) or LOGGER.isEnabledFor(logging.DEBUG):
                     stderr.write(line)
                     stderr.flush()
 
@@ -96,6 +97,7 @@ class Jvm:
     token: str  # in the environment of the JVM and of every process it starts
     driver_memory: str
     failed: threading.Event = field(default_factory=threading.Event)  # a SparkError was raised
+    interrupted: threading.Event = field(default_factory=threading.Event)  # a Ctrl-C cut a call
 
 
 _launched: Jvm | None = None
@@ -160,7 +162,13 @@ def reports_failures(doing: str) -> Callable[[F], F]:
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 return fn(*args, **kwargs)
+            except KeyboardInterrupt:
+                _note_interrupt()
+                raise
             except Exception as exc:
+                if interrupted(exc):
+                    _note_interrupt()
+                    raise KeyboardInterrupt from None
                 error = spark_error(exc, doing)
                 if error is None or error is exc:
                     raise
@@ -169,6 +177,44 @@ def reports_failures(doing: str) -> Callable[[F], F]:
         return call  # type: ignore[return-value]
 
     return decorate
+
+
+def interrupted(exc: BaseException) -> bool:
+    """Whether `exc` was raised while a KeyboardInterrupt was being handled: py4j, cleaning
+    up a connection the interrupt cut, fails on the socket the JVM (which got the same Ctrl-C)
+    closed, and its error would hide the interrupt."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        if isinstance(cause, KeyboardInterrupt):
+            return True
+        seen.add(id(cause))
+        cause = cause.__cause__ or cause.__context__
+    return False
+
+
+def _note_interrupt() -> None:
+    """A Ctrl-C cut a call into Spark: the JVM is stopped at exit. It would not stop on the
+    Ctrl-C itself, as PySpark launches it ignoring SIGINT (it ends once our end closes its
+    stdin, but only after its tasks: a stalled one holds it, and its workers, up)."""
+    if _launched is not None:
+        _launched.interrupted.set()
+        _launched.stderr.quiet.set()  # what Spark warns of on its way out is no news
+
+
+def watch_interrupts() -> None:
+    """Note a Ctrl-C as it comes (`_note_interrupt`), before the calls it cuts clean up (and
+    Spark warns of what they cleaned), where SIGINT is Python's own KeyboardInterrupt; in the
+    main thread only, where Python runs signal handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupt)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    _note_interrupt()
+    raise KeyboardInterrupt
 
 
 def spark_error(exc: BaseException, doing: str) -> SparkError | None:
@@ -271,6 +317,16 @@ def doubled(size: str) -> str:
     return f"{number}{_UNITS[unit]}"
 
 
+def quiet_py4j() -> None:
+    """py4j's INFO records are chatter: at most its warnings, unless logging is quieter already
+    (the CLI's is, but with `--debug`): a Ctrl-C would otherwise print py4j's ERROR records of
+    the connections it cut, tracebacks and all (py4j's `logging.exception` gives the root
+    logger a handler that prints them)."""
+    py4j = logging.getLogger("py4j")
+    if py4j.getEffectiveLevel() < logging.WARNING:
+        py4j.setLevel(logging.WARNING)
+
+
 def quiet_query_logs() -> None:
     """PySpark logs a failed query's error as JSON with the Java stack trace on stderr before
     raising it; the error raised says it (as one line, or with `--debug` its traceback)."""
@@ -282,17 +338,22 @@ def quiet_query_logs() -> None:
 
 
 def _end(jvm: Jvm) -> None:
-    """At exit after a Spark failure: stop the context and the JVM and wait for them, then
-    kill what the JVM started that still runs; a JVM that died is reaped (no zombie left).
-    Without a failure, the JVM stops on its own once we exited (its stdin closes), as Spark
-    has it: a command that succeeded does not wait for that."""
-    if not jvm.failed.is_set():
+    """At exit after a Spark failure or a Ctrl-C: stop the context and the JVM and wait for
+    them, then kill what the JVM started that still runs; a JVM that died is reaped (no zombie
+    left). Otherwise the JVM stops on its own once we exited (its stdin closes), as Spark has
+    it: a command that succeeded does not wait for that."""
+    interrupted = jvm.interrupted.is_set()
+    if not (jvm.failed.is_set() or interrupted):
         return
     if jvm.process.poll() is None:
-        _stop_context()
+        # After a Ctrl-C the JVM may be stuck in a task: no call into it, which could hang.
+        if interrupted:
+            _stop_accumulator_server()
+        else:
+            _stop_context()
         jvm.process.terminate()  # its shutdown hooks stop Spark and its Python workers
-        try:
-            jvm.process.wait(timeout=10)
+        try:  # a user who pressed Ctrl-C waits less
+            jvm.process.wait(timeout=3 if interrupted else 10)
         except subprocess.TimeoutExpired:
             jvm.process.kill()
             jvm.process.wait()
@@ -308,6 +369,18 @@ def _stop_context() -> None:
     if context is not None:
         with contextlib.suppress(Exception):
             context.stop()
+
+
+def _stop_accumulator_server() -> None:
+    """The accumulator server's thread stopped, without a call into the JVM (`_stop_context`
+    makes one): it would print the traceback of the connection the JVM's end breaks."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    server = getattr(context, "_accumulatorServer", None)
+    if server is not None:
+        with contextlib.suppress(Exception):
+            server.shutdown()
 
 
 def _processes_with(token: str) -> list[int]:

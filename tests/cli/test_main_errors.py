@@ -17,6 +17,12 @@ def _raises(exc: BaseException) -> object:
     return fail
 
 
+def test_ctrl_c_in_a_command_is_one_line_and_exit_130(monkeypatch: pytest.MonkeyPatch) -> None:
+    """typer turns a KeyboardInterrupt into a silent exit 130; the CLI says why it ended."""
+    monkeypatch.setattr(statectl, "uid_hash", _raises(KeyboardInterrupt()))
+    assert run_cli("uid-hash", "src") == (130, "", "statectl: error: interrupted\n")
+
+
 def test_missing_s3_credentials_anywhere_are_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     from botocore.exceptions import NoCredentialsError
 

