@@ -63,6 +63,7 @@ bench: setup
 	$(PY) -m bench.native_bench
 	$(PY) -m bench.native_bench --restore 1000000
 	$(PY) -m bench.export_bench
+	$(PY) -m bench.writeback
 
 clean:
 	rm -rf .cache/demo .pytest_cache
