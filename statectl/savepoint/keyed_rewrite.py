@@ -169,16 +169,14 @@ def _copied_blocks(
     header = source.header()
     names = [state.name for state in header.states]
     prefix = key_group_prefix_bytes(source.max_parallelism)
-    spans = iter(block_spans(source.stream, source.handle))
-    pending = next(spans, None)
     blocks = iter_blocks(source.stream, block_spans(source.stream, source.handle))
+    pending = next(blocks, None)  # (span, its bytes): the next block of the file
     for key_group in range(first, last + 1):
         runs: dict[int, bytes] = {}
-        if pending is not None and pending.key_group == key_group:
-            _, block = next(blocks)
-            data = keyed_blocks.raw_block(block, header.compressed)
+        if pending is not None and pending[0].key_group == key_group:
+            data = keyed_blocks.raw_block(pending[1], header.compressed)
             _copy_runs(rewrite, names, data, key_group, prefix, runs)
-            pending = next(spans, None)
+            pending = next(blocks, None)
         for name, change in rewrite.changes.items():
             rows = change.rows.get(key_group) if change.rows is not None else None
             if rows and name in rewrite.new_ids:
@@ -187,7 +185,7 @@ def _copied_blocks(
             yield key_group, keyed_blocks.join_runs([runs[i] for i in sorted(runs)])
     if pending is not None:
         raise StatectlError(
-            f"key group {pending.key_group} lies outside the file's range {first}–{last}"
+            f"key group {pending[0].key_group} lies outside the file's range {first}–{last}"
         )
 
 
