@@ -37,10 +37,10 @@ from statectl.cli import (
     upgrade_cmd,
     verify_cmd,
 )
+from statectl.cli.console import print_error, print_note
 from statectl.cli.help_view import Command as _Command
 from statectl.cli.help_view import Group as _Group
 from statectl.cli.options import DebugOption
-from statectl.cli.output import print_error, print_note
 from statectl.errors import StatectlError, StatectlNote, one_line, setup_error
 
 app = typer.Typer(

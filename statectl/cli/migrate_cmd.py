@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from statectl.cli import output
+from statectl.cli import console, migrate_view, output
 from statectl.cli.options import (
     DEFAULT_MASTER,
     AllowExternalFilesOption,
@@ -160,7 +160,7 @@ def migrate_command(
         ttl=ttls,
         no_ttl=no_ttls,
     )
-    output.warn_stale_staging(stale_staging(destination, options))
+    console.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(json_output)
     with render.progress("migrate") as progress:
         report = statectl.write_migration(
@@ -242,12 +242,12 @@ def _move_sources(
 
     options = parse_storage_options(storage_option)
     savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
-    output.warn_stale_staging(stale_staging(destination, options))
+    console.warn_stale_staging(stale_staging(destination, options))
     report = statectl.set_positions(
         savepoint, destination, kafka_offsets=offsets, file_positions=files, renames=renames,
         drops=drops, overwrite=overwrite, storage_options=options,
     )  # fmt: skip
-    output.print_position_edits(report, json_output)
+    migrate_view.print_position_edits(report, json_output)
 
 
 def _kafka_offset(value: str) -> tuple[str, str | None, int | None, int | str]:

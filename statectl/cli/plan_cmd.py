@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli import output
+from statectl.cli import console, output
 from statectl.cli.options import (
     AllowExternalFilesOption,
     JsonOption,
@@ -75,7 +75,7 @@ def plan(
         if json_output:  # stdout is the JSON document alone
             print(f"statectl: wrote {png}", file=sys.stderr)
         else:
-            output.print_line(f"Wrote {png}")
+            console.print_line(f"Wrote {png}")
 
 
 def _candidates(text: str | None) -> list[int] | None:

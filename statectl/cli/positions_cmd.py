@@ -32,7 +32,7 @@ def positions_command(
     """
     import statectl
     from statectl.cli import positions_view
-    from statectl.cli.output import print_json
+    from statectl.cli.console import print_json
 
     options = parse_storage_options(storage_option)
     savepoint = statectl.open(path, options, allow_external_files=allow_external_files)

@@ -102,7 +102,7 @@ def _fields(value: Any) -> dict[str, Any]:
 def print_positions(report: PositionsReport) -> None:
     """A table per source, fitted to the terminal: split ids and paths (what `migrate
     --file-position` and `--kafka-offset` take) whole, the rows stacked if need be."""
-    from statectl.cli.output import print_line, print_table
+    from statectl.cli.console import print_line, print_table
     from statectl.cli.tables import Column
 
     columns = [

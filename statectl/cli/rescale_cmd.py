@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from statectl.cli import output
+from statectl.cli import console, output
 from statectl.cli.options import (
     DEFAULT_MASTER,
     AllowExternalFilesOption,
@@ -210,7 +210,7 @@ def _write(
     import statectl
     from statectl.api import stale_staging
 
-    output.warn_stale_staging(stale_staging(flags.destination, options))
+    console.warn_stale_staging(stale_staging(flags.destination, options))
     with render.progress(command) as progress:
         return statectl.write_rescale(
             plan,

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli import output
+from statectl.cli import console, output
 from statectl.cli.options import (
     AllowExternalFilesOption,
     DestinationOption,
@@ -90,7 +90,7 @@ def transform_command(
     options = parse_storage_options(storage_option)
     spark_conf = parse_spark_conf(conf)
     savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
-    output.warn_stale_staging(stale_staging(destination, options))
+    console.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(json_output)
     with render.progress("transform") as progress:
         report = statectl.transform(
@@ -108,4 +108,4 @@ def transform_command(
             classpath=classpath or (),
         )
     render.migrate(report)
-    output.warn([line for edit in report.states for line in edit.warnings])
+    console.warn([line for edit in report.states for line in edit.warnings])

@@ -90,9 +90,9 @@ def upgrade_command(
     savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
     if destination is not None:
         from statectl.api import stale_staging
-        from statectl.cli import output
+        from statectl.cli import console
 
-        output.warn_stale_staging(stale_staging(destination, options))
+        console.warn_stale_staging(stale_staging(destination, options))
         written = statectl.upgrade(
             savepoint, destination, to=to, drop_unconvertible=drop_unconvertible,
             classpath=classpath or (), overwrite=overwrite, storage_options=options,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from statectl.cli.output import print_json, print_line, print_table, print_tasks_run, tasks_json
+from statectl.cli.console import print_json, print_line, print_table
+from statectl.cli.rescale_view import print_tasks_run, tasks_json
 
 if TYPE_CHECKING:
     from statectl.api.reports import UpgradeCheck, UpgradeReport

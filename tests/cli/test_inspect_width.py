@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from statectl.cli import output
+from statectl.cli import console
 from tests.conftest import FIXTURES, run_cli
 
 # Long enough that a table of every column cannot fit 80 or 120 columns.
@@ -22,11 +22,11 @@ def run_at_width(width: int, *argv: str) -> tuple[int, str, str]:
     stdout console is made, once per process: it is made again, then dropped)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("COLUMNS", str(width))
-        output._stdout.cache_clear()
+        console.stdout_console.cache_clear()
         try:
             return run_cli(*argv)
         finally:
-            output._stdout.cache_clear()
+            console.stdout_console.cache_clear()
 
 
 def renamed(source: Path, tmp_path: Path, uid: str) -> Path:

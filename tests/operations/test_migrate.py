@@ -17,7 +17,7 @@ import fsspec
 import pytest
 
 from statectl.cli.main import main
-from statectl.cli.output import human_bytes
+from statectl.cli.units import human_bytes
 from statectl.errors import StatectlError
 from statectl.formats.handles import (
     ByteStreamHandle,

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from statectl.cli.output import TaskProgress, human_bytes
+from statectl.cli.progress_view import TaskProgress
+from statectl.cli.units import human_bytes
 from statectl.operations.rescale.job import rescale
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.progress import Progress
