@@ -47,7 +47,10 @@ class Renderer(Protocol):
     def migrate(self, report: MigrationReport) -> None: ...
     def export(self, report: ExportReport) -> None: ...
     def uid_hash(self, ids: Sequence[UidId]) -> None: ...
-    def progress(self, what: str) -> TaskProgress: ...
+    def progress(self, what: str, *, writes: bool = True, shown: bool = True) -> TaskProgress:
+        """Progress on stderr while the command works (`TaskProgress`): `writes`, a job that
+        writes files (its plain line off a terminal); `shown`, whether this run shows any."""
+        ...
 
 
 def renderer(json_output: bool) -> Renderer:
@@ -92,7 +95,7 @@ class JsonRenderer:
     def uid_hash(self, ids: Sequence[UidId]) -> None:
         print_json([{"uid": uid, "id": id_} for uid, id_ in ids])
 
-    def progress(self, what: str) -> TaskProgress:
+    def progress(self, what: str, *, writes: bool = True, shown: bool = True) -> TaskProgress:
         return TaskProgress(what, enabled=False)
 
 
@@ -137,5 +140,5 @@ class ConsoleRenderer:
         for uid, id_ in ids:
             print(f"{uid:<{width}}  {id_}")
 
-    def progress(self, what: str) -> TaskProgress:
-        return TaskProgress(what)
+    def progress(self, what: str, *, writes: bool = True, shown: bool = True) -> TaskProgress:
+        return TaskProgress(what, enabled=shown, writes=writes)
