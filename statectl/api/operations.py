@@ -6,7 +6,7 @@ output and publish `_metadata` last; an existing destination is refused unless `
 `rescale`, `convert` and `migrate` come in two steps as well: `plan_rescale` (the `--dry-run`
 plan) then `write_rescale`, `plan_migration` then `write_migration`. `rescale`, `convert`,
 `diff` and `export` run on Spark when asked (`master`, `spark`); `progress` callbacks get
-`statectl.progress.Progress` (files and bytes written of the total).
+`statectl.progress.Progress` (the phase, files and bytes done of the total).
 """
 
 from __future__ import annotations
@@ -60,15 +60,16 @@ def verify(
     storage_options: dict[str, Any] | None = None,
     *,
     allow_external_files: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> Verification:
     """Every cross-check of `statectl verify`; `deep` walks every entry. Findings are in the
     report (`ok` is false when there is one); a URL whose `_metadata` cannot be read is one
-    finding too."""
+    finding too. `progress`: the subtasks checked, operator by operator."""
     if isinstance(source, Savepoint):
-        return source.verify(deep)
+        return source.verify(deep, progress=progress)
     from statectl.operations.verify import verify_location
 
-    return verify_location(source, storage_options, deep, allow_external_files)
+    return verify_location(source, storage_options, deep, allow_external_files, progress)
 
 
 def plan(
@@ -78,15 +79,17 @@ def plan(
     deep: bool = False,
     *,
     storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ParallelismPlan:
     """Bytes per key group and per subtask for candidate parallelisms (`statectl plan`); by
     default 1 to twice the current parallelism (at least 16) and the max parallelism's divisors.
-    `deep` reads every entry: entries per key group, exact RocksDB native bytes."""
+    `deep` reads every entry: entries per key group, exact RocksDB native bytes. `progress`:
+    the keyed files read, operator by operator."""
     from statectl.operations.plan import plan_parallelism
 
     sp = _opened(source, storage_options)
-    sp.ensure_consistent(operator)
-    return plan_parallelism(sp.parsed, operator, parallelisms, deep)
+    sp.ensure_consistent(operator, progress=progress)
+    return plan_parallelism(sp.parsed, operator, parallelisms, deep, progress)
 
 
 def diff(
@@ -98,21 +101,22 @@ def diff(
     master: str | None = None,
     spark_conf: Mapping[str, str] | None = None,
     storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> DiffReport:
     """What differs between two savepoints, state by state, with decoded examples (`statectl
     diff`). Keyed state is compared on Spark with `spark`, or when `master` is given; by default
-    only above 64 MiB of it."""
+    only above 64 MiB of it. `progress`: the files compared, each pass named."""
     from statectl.execution.factory import choose_engine
     from statectl.operations.diff import diff as run_diff
     from statectl.operations.diff import wants_spark
 
     sp_a, sp_b = _opened(a, storage_options), _opened(b, storage_options)
-    sp_a.ensure_consistent()
-    sp_b.ensure_consistent()
+    sp_a.ensure_consistent(progress=progress)
+    sp_b.ensure_consistent(progress=progress)
     use_spark = wants_spark(sp_a.parsed, sp_b.parsed, operator, True if master else spark)
     directories = (sp_a.parsed.directory, sp_b.parsed.directory)
     engine = choose_engine(use_spark, master, spark_conf, *directories)
-    return run_diff(sp_a.parsed, sp_b.parsed, operator, engine)
+    return run_diff(sp_a.parsed, sp_b.parsed, operator, engine, progress=progress)
 
 
 def export(
@@ -127,15 +131,17 @@ def export(
     spark_conf: Mapping[str, str] | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExportReport:
     """Entries as Parquet (`statectl export`): one row per entry with JSON columns, or with
     `typed` one dataset per state in typed columns (OUT/<operator>/<state>/). With `spark` (or
-    a `master`) a Spark job writes it, as a folder of part files."""
+    a `master`) a Spark job writes it, as a folder of part files. `progress`: the files (or
+    part files) done, each phase named."""
     from statectl.execution.factory import choose_engine
     from statectl.savepoint.storage import locate
 
     sp = _opened(source, storage_options)
-    sp.ensure_consistent(operator)
+    sp.ensure_consistent(operator, progress=progress)
     storage_options = _options(sp, output, storage_options)
     use_spark = spark or master is not None
     locations = (sp.parsed.directory, locate(output, storage_options))
@@ -145,13 +151,13 @@ def export(
 
         return export_typed(
             sp.parsed, output, operator=operator, state=state, engine=engine,
-            overwrite=overwrite, storage_options=storage_options,
+            overwrite=overwrite, storage_options=storage_options, progress=progress,
         )  # fmt: skip
     from statectl.operations.export import export as run_export  # pyarrow: for export only
 
     return run_export(
         sp.parsed, output, operator=operator, state=state, folder=use_spark, engine=engine,
-        overwrite=overwrite, storage_options=storage_options,
+        overwrite=overwrite, storage_options=storage_options, progress=progress,
     )  # fmt: skip
 
 

@@ -103,28 +103,45 @@ class Savepoint:
         name raises `StatectlError` listing the candidates."""
         return Operator(self, self.parsed.find_operator(name))
 
-    def ensure_consistent(self, operator: str | None = None, *, copies_only: bool = False) -> None:
+    def ensure_consistent(
+        self,
+        operator: str | None = None,
+        *,
+        copies_only: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> None:
         """Raise `SavepointError` with the first problem `verify`'s shallow checks find, in
         `operator` (uid, id or name) or in every operator: what an operation checks before it
         reads or writes state. `copies_only`: for operations that copy state files as bytes
         (`migrate`), state in a layout statectl does not parse is no problem. A check passed is
-        remembered, so the operations after it do not repeat it."""
+        remembered, so the operations after it do not repeat it. `progress`: the subtasks
+        checked."""
         checked = None if operator is None else [self.parsed.find_operator(operator)]
         key = (None if checked is None else checked[0].operator_id_hex, copies_only)
         if self._consistent & _covering(key):
             return
-        checks.ensure_consistent(self.parsed, checked, copies_only=copies_only)
+        checks.ensure_consistent(self.parsed, checked, copies_only=copies_only, progress=progress)
         self._consistent.add(key)
 
-    def inspect(self, operator: str | None = None, deep: bool = False) -> SavepointSummary:
-        """What `statectl inspect` shows: operators, states and their types, subtasks."""
+    def inspect(
+        self,
+        operator: str | None = None,
+        deep: bool = False,
+        *,
+        progress: ProgressCallback | None = None,
+    ) -> SavepointSummary:
+        """What `statectl inspect` shows: operators, states and their types, subtasks.
+        `progress`: with `deep`, the files whose entries are counted, operator by operator."""
         from statectl.operations.summary import summarize
 
-        return summarize(self.parsed, operator, deep)
+        return summarize(self.parsed, operator, deep, progress)
 
-    def verify(self, deep: bool = False) -> Verification:
-        """What `statectl verify` checks; `deep` walks every entry."""
-        return checks.verify(self.parsed, deep)
+    def verify(
+        self, deep: bool = False, *, progress: ProgressCallback | None = None
+    ) -> Verification:
+        """What `statectl verify` checks; `deep` walks every entry. `progress`: the subtasks
+        checked, operator by operator."""
+        return checks.verify(self.parsed, deep, progress=progress)
 
     def check_upgrade(self, target: str = "2.3", classpath: Sequence[str] = ()) -> UpgradeCheck:
         """Whether Flink `target` (2.x) restores each state (`statectl upgrade --check`);

@@ -55,11 +55,18 @@ def diff_command(
     import statectl
 
     options = parse_storage_options(storage_option)
-    sp_a = statectl.open(a, options, allow_external_files=allow_external_files)
-    sp_b = statectl.open(b, options, allow_external_files=allow_external_files)
-    sp_a.ensure_consistent()  # refuse inconsistent input before reading entries
-    sp_b.ensure_consistent()
     spark_conf = parse_spark_conf(conf)
-    report = statectl.diff(sp_a, sp_b, operator, spark=spark, master=master, spark_conf=spark_conf)
-    output.renderer(json_output).diff(report)
+    render = output.renderer(json_output)
+    with render.progress("diff", writes=False) as progress:
+        progress.phase("reading metadata")
+        sp_a = statectl.open(a, options, allow_external_files=allow_external_files)
+        sp_b = statectl.open(b, options, allow_external_files=allow_external_files)
+        # Refuse inconsistent input before reading entries.
+        sp_a.ensure_consistent(progress=progress.update)
+        sp_b.ensure_consistent(progress=progress.update)
+        report = statectl.diff(
+            sp_a, sp_b, operator, spark=spark, master=master, spark_conf=spark_conf,
+            progress=progress.update,
+        )  # fmt: skip
+    render.diff(report)
     raise typer.Exit(0 if report.identical else 1)

@@ -75,18 +75,22 @@ def export_command(
     import statectl
 
     options = parse_storage_options(storage_option)
-    sp = statectl.open(path, options, allow_external_files=allow_external_files)
-    sp.ensure_consistent(operator)
-    report = statectl.export(
-        sp,
-        out,
-        operator=operator,
-        state=state,
-        typed=typed,
-        spark=spark,
-        master=master,
-        spark_conf=parse_spark_conf(conf),
-        overwrite=overwrite,
-        storage_options=options,
-    )
-    output.renderer(json_output).export(report)
+    render = output.renderer(json_output)
+    with render.progress("export", writes=False) as progress:
+        progress.phase("reading metadata")
+        sp = statectl.open(path, options, allow_external_files=allow_external_files)
+        sp.ensure_consistent(operator, progress=progress.update)
+        report = statectl.export(
+            sp,
+            out,
+            operator=operator,
+            state=state,
+            typed=typed,
+            spark=spark,
+            master=master,
+            spark_conf=parse_spark_conf(conf),
+            overwrite=overwrite,
+            storage_options=options,
+            progress=progress.update,
+        )
+    render.export(report)

@@ -40,6 +40,10 @@ def inspect(
     import statectl
 
     options = parse_storage_options(storage_option)
-    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
-    savepoint.ensure_consistent(operator)
-    output.renderer(json_output).inspect(savepoint.inspect(operator, deep))
+    render = output.renderer(json_output)
+    with render.progress("inspect", writes=False, shown=deep) as progress:
+        progress.phase("reading metadata")
+        savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+        savepoint.ensure_consistent(operator, progress=progress.update)
+        summary = savepoint.inspect(operator, deep, progress=progress.update)
+    render.inspect(summary)

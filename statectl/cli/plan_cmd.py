@@ -65,9 +65,12 @@ def plan(
 
     candidates = _candidates(parallelism)
     options = parse_storage_options(storage_option)
-    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
-    result = statectl.plan(savepoint, operator, candidates, deep)  # of a consistent savepoint
-    output.renderer(json_output).parallelism_plan(result)
+    render = output.renderer(json_output)
+    with render.progress("plan", writes=False, shown=deep) as progress:
+        progress.phase("reading metadata")
+        savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+        result = statectl.plan(savepoint, operator, candidates, deep, progress=progress.update)
+    render.parallelism_plan(result)
     if png:
         from statectl.cli.plot import draw_plan  # matplotlib: an optional extra
 

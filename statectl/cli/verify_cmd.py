@@ -48,7 +48,12 @@ def verify(
     import statectl
 
     options = parse_storage_options(storage_option)
-    result = statectl.verify(path, deep, options, allow_external_files=allow_external_files)
-    output.renderer(json_output).verify(result)
+    render = output.renderer(json_output)
+    with render.progress("verify", writes=False, shown=deep) as progress:
+        result = statectl.verify(
+            path, deep, options, allow_external_files=allow_external_files,
+            progress=progress.update,
+        )  # fmt: skip
+    render.verify(result)
     if not result.ok:
         raise typer.Exit(1)

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from typing import Protocol, TypeVar, cast
 
-from statectl.progress import Progress, ProgressCallback
+from statectl.progress import Progress, ProgressCallback, begun
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -154,3 +154,11 @@ def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:
         return 0, 0
     shares = [work(task) for task in tasks]
     return sum(files for files, _ in shares), sum(size for _, size in shares)
+
+
+def start_named(engine: Engine, progress: ProgressCallback | None) -> None:
+    """`engine.start()`, named in `progress` when it starts Spark (seconds of a JVM's start
+    show as that phase rather than as work stuck at none done)."""
+    if progress is not None and engine.name != "local":
+        progress(begun("starting Spark"))
+    engine.start()

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from statectl.errors import StatectlError
-from statectl.execution.engine import Engine, LocalEngine
+from statectl.execution.engine import Engine, LocalEngine, start_named
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import StateCodec, flink_major, keyed_codec
 from statectl.formats.values import Raw
+from statectl.progress import ProgressCallback, begun
 from statectl.savepoint import entries
 from statectl.savepoint.entries import KeyedEntry, KeyedSource, operator_label
 from statectl.savepoint.keyed import keyed_handle_bytes
@@ -113,15 +114,20 @@ def diff(
     operator: str | None = None,
     engine: Engine | None = None,
     max_examples: int = MAX_EXAMPLES,
+    *,
+    progress: ProgressCallback | None = None,
 ) -> DiffReport:
+    """`progress`: the keyed files (key-group ranges) hashed, then each later pass named."""
     engine = engine or LocalEngine()
     pairs, only_a, only_b = match_operators(a, b, operator)
     contexts = [_OperatorPair.read(a, b, op_a, op_b) for op_a, op_b in pairs]
     notes = tuple(n for c in contexts for n in c.notes())
-    keyed = _compare_keyed(contexts, engine, max_examples)
+    keyed = _compare_keyed(contexts, engine, max_examples, progress)
     states: list[StateDiff] = []
     for context in contexts:
         states += context.keyed_diffs(keyed)
+        if progress is not None:
+            progress(begun(f"comparing operator state (operator {context.label})"))
         states += _compare_operator_state(a, b, context, max_examples)
     return DiffReport(
         a.directory.url,
@@ -326,11 +332,21 @@ class _KeyedResults:
     buckets: dict[tuple[str, str], _Found]  # (operator id, state) -> differences
 
 
-def _compare_keyed(pairs: list[_OperatorPair], engine: Engine, max_examples: int) -> _KeyedResults:
+def _compare_keyed(
+    pairs: list[_OperatorPair],
+    engine: Engine,
+    max_examples: int,
+    progress: ProgressCallback | None = None,
+) -> _KeyedResults:
     tasks = [t for pair in pairs for t in _digest_tasks(pair)]
     digests: dict[BucketKey, list[tuple[int, int]]] = {}
     counts: Counter[tuple[str, str, int]] = Counter()
-    for key, side, count, total in engine.flat_map(tasks, digest):
+    if tasks:
+        start_named(engine, progress)
+        if progress is not None:
+            progress(begun("hashing keyed entries"))
+    digested = engine.run(tasks, digest, _digest_work, progress)
+    for key, side, count, total in (found for result in digested for found in result):
         pair_digest = digests.setdefault(key, [(0, 0), (0, 0)])
         old_count, old_total = pair_digest[side]
         pair_digest[side] = (old_count + count, (old_total + total) & _MASK)
@@ -338,6 +354,8 @@ def _compare_keyed(pairs: list[_OperatorPair], engine: Engine, max_examples: int
     wanted = frozenset(k for k, (da, db) in digests.items() if da != db)
     found: dict[tuple[str, str], _Found] = {}
     if wanted:
+        if progress is not None:
+            progress(begun(f"comparing the entries of {len(wanted)} differing buckets"))
         second = [EntriesTask(t, wanted) for t in tasks if _may_hold(t, wanted)]
         for key, differences in engine.group_reduce(second, bucket_entries, compare_bucket):
             state = key[:2]
@@ -352,6 +370,11 @@ def _digest_tasks(pair: _OperatorPair) -> list[DigestTask]:
             for key_groups in file.chunks(CHUNK_BYTES):
                 tasks.append(DigestTask(side, file, key_groups, pair.by_key_group))
     return tasks
+
+
+def _digest_work(task: DigestTask) -> tuple[int, int]:
+    """A digest task's share of the progress: one file's key-group range, its bytes."""
+    return 1, entries.source_bytes(task.file, task.key_groups)
 
 
 def _may_hold(task: DigestTask, wanted: frozenset[BucketKey]) -> bool:

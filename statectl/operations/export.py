@@ -31,13 +31,14 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from statectl.errors import StatectlError
-from statectl.execution.engine import Engine, LocalEngine
+from statectl.execution.engine import Engine, LocalEngine, start_named
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import Decoded, StateCodec
 from statectl.formats.values import Raw
 from statectl.formats.values import batch as batch_values
 from statectl.operations import parquet_files
+from statectl.progress import ProgressCallback, Steps, begun
 from statectl.savepoint import entries, tables, writer
 from statectl.savepoint.entries import KeyedFile, KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
@@ -592,25 +593,65 @@ def export(
     engine: Engine | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExportReport:
-    """Export into one Parquet file, or into a folder of part files (`folder`, or a trailing /)."""
+    """Export into one Parquet file, or into a folder of part files (`folder`, or a trailing /).
+    `progress`: the tasks done (files and their state bytes), each phase named."""
     folder = folder or output.endswith("/")
     writer.ensure_not_inside(sp.directory, output, storage_options)
     tasks = plan_export(sp, operator, state, chunk=folder)
     if folder:
-        return _export_folder(tasks, output, engine or LocalEngine(), overwrite, storage_options)
-    return _export_file(tasks, output, overwrite, storage_options)
+        engine = engine or LocalEngine()
+        return _export_folder(tasks, output, engine, overwrite, storage_options, progress)
+    return _export_file(tasks, output, overwrite, storage_options, progress)
+
+
+def task_bytes(task: ExportTask) -> int:
+    """The state bytes a task reads: its share of the progress."""
+    return read_bytes(task.keyed, task.key_groups, task.operator)
+
+
+def read_bytes(
+    keyed: KeyedSource | None, key_groups: tuple[int, int] | None, operator: OperatorFile | None
+) -> int:
+    """The bytes of a keyed source's key groups (all: None), or of an operator-state file."""
+    if operator is not None:
+        return operator.stream.size
+    return 0 if keyed is None else entries.source_bytes(keyed, key_groups)
+
+
+def exporting(task: ExportTask) -> str:
+    """The phase of the progress while `task` runs."""
+    source = task.keyed or task.operator
+    operator = f"operator {source.operator}" if source is not None else "operator"
+    return f"exporting state {task.state} ({operator})" if task.state else f"exporting {operator}"
+
+
+def _counted_tables(
+    tasks: list[ExportTask], progress: ProgressCallback | None
+) -> Iterator[Row | pa.Table]:
+    """Every task's rows, in order, each task's phase named and its bytes counted."""
+    sizes = [task_bytes(task) for task in tasks]
+    steps = Steps(progress, exporting(tasks[0]) if tasks else "exporting", len(tasks), sum(sizes))
+    for task, size in zip(tasks, sizes, strict=True):
+        steps.name(exporting(task))
+        yield from task_tables(task)
+        steps.step(size)
 
 
 def _export_file(
-    tasks: list[ExportTask], output: str, overwrite: bool, storage_options: dict[str, Any] | None
+    tasks: list[ExportTask],
+    output: str,
+    overwrite: bool,
+    storage_options: dict[str, Any] | None,
+    progress: ProgressCallback | None = None,
 ) -> ExportReport:
     target = locate(output, storage_options)
     writer.check_destination(target, overwrite, PARQUET_FILE)
     temp = target.parent.child(f".{target.name}{TEMP_MARK}{uuid.uuid4().hex[:12]}")
     try:
         with temp.fs.open(temp.path, "wb") as sink:
-            rows, tally = write_rows((r for t in tasks for r in task_tables(t)), sink)
+            rows, tally = write_rows(_counted_tables(tasks, progress), sink)
         _replace(temp, target)
     except OSError as exc:
         _remove(temp)
@@ -627,6 +668,7 @@ def _export_folder(
     engine: Engine,
     overwrite: bool,
     storage_options: dict[str, Any] | None,
+    progress: ProgressCallback | None = None,
 ) -> ExportReport:
     staged = writer.stage(output.rstrip("/"), overwrite, storage_options, PARQUET_FOLDER)
     try:
@@ -635,7 +677,11 @@ def _export_folder(
         def run(task: ExportTask) -> list[_PartResult]:
             return write_part(task, url, storage_options)
 
-        parts = engine.flat_map(tasks, run)
+        start_named(engine, progress)
+        if progress is not None:
+            progress(begun(f"exporting {len(tasks)} parts"))
+        results = engine.run(tasks, run, _task_work, progress)
+        parts = [part for result in results for part in result]
         if not parts:  # an empty export still has a schema
             with staged.staging.fs.open(staged.staging.child("part-00000.parquet").path, "wb") as f:
                 write_rows(iter(()), f)
@@ -652,6 +698,10 @@ def _export_folder(
     rows = sum(p.rows for p in parts)
     files = max(len(parts), 1)
     return ExportReport(staged.destination.url, rows, files, engine.name, tally.rows, tally.raw)
+
+
+def _task_work(task: ExportTask) -> tuple[int, int]:
+    return 1, task_bytes(task)
 
 
 def _replace(source: Location, target: Location) -> None:

@@ -18,9 +18,16 @@ from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.formats.state_values import flink_major
 from statectl.operations.rescale.load import SubtaskLoads, default_candidates, subtask_loads
 from statectl.operations.rescale.plan import OldOperatorState, RescalePlan, subtasks_by_index
+from statectl.progress import ProgressCallback, Steps
 from statectl.savepoint import native
 from statectl.savepoint.entries import heap_entry_counts
-from statectl.savepoint.keyed import block_spans, entries_header, is_heap_snapshot, iter_blocks
+from statectl.savepoint.keyed import (
+    block_spans,
+    entries_header,
+    is_heap_snapshot,
+    iter_blocks,
+    keyed_handle_bytes,
+)
 from statectl.savepoint.model import Savepoint, describe_operator, has_state
 
 _HOTTEST = 5  # hot key groups named in a recommendation
@@ -95,19 +102,29 @@ def plan_parallelism(
     operator: str | None = None,
     parallelisms: Sequence[int] | None = None,
     deep: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> ParallelismPlan:
     """Every stateful operator (or the one named) under each of `parallelisms` (default:
-    `load.default_candidates`)."""
+    `load.default_candidates`). `progress`: the subtasks' keyed state read, operator by
+    operator."""
     ops = [sp.find_operator(operator)] if operator else [op for op in sp.operators if has_state(op)]
-    outlooks = tuple(_outlook(sp, op, parallelisms, deep) for op in ops)
+    outlooks = tuple(_outlook(sp, op, parallelisms, deep, progress) for op in ops)
     return ParallelismPlan(sp.directory.url, deep, outlooks)
 
 
 def _outlook(
-    sp: Savepoint, op: OperatorState, parallelisms: Sequence[int] | None, deep: bool
+    sp: Savepoint,
+    op: OperatorState,
+    parallelisms: Sequence[int] | None,
+    deep: bool,
+    progress: ProgressCallback | None = None,
 ) -> OperatorOutlook:
     subtasks = subtasks_by_index(op, describe_operator(op))
-    keyed = _KeyGroupSizes.read(sp, op, subtasks, deep)
+    doing = "walking key groups" if deep else "measuring key groups"
+    sizes = [keyed_handle_bytes(s.managed_keyed_state if s else None) for s in subtasks]
+    phase = f"{doing} (operator {op.uid or op.operator_id_hex})"
+    steps = Steps(progress, phase, len(sizes), sum(sizes))
+    keyed = _KeyGroupSizes.read(sp, op, subtasks, deep, steps)
     wanted = parallelisms or default_candidates(op.max_parallelism, op.parallelism)
     old_operator_state = OldOperatorState.read(sp, subtasks)
     candidates = tuple(
@@ -161,7 +178,11 @@ class _KeyGroupSizes:
 
     @staticmethod
     def read(
-        sp: Savepoint, op: OperatorState, subtasks: Sequence[SubtaskState | None], deep: bool
+        sp: Savepoint,
+        op: OperatorState,
+        subtasks: Sequence[SubtaskState | None],
+        deep: bool,
+        steps: Steps | None = None,
     ) -> _KeyGroupSizes:
         sizes = [0.0] * op.max_parallelism
         entries = [0] * op.max_parallelism if deep else None
@@ -174,6 +195,8 @@ class _KeyGroupSizes:
             elif isinstance(handle, IncrementalKeyedHandle):
                 formats.add("native")
                 _add_native(sp, op, handle, sizes, entries)
+            if steps is not None:
+                steps.step(keyed_handle_bytes(handle))
         keyed_format = "native" if "native" in formats else next(iter(formats), None)
         rounded = tuple(round(size) for size in sizes)
         counted = tuple(entries) if entries is not None else None

@@ -23,6 +23,7 @@ from statectl.formats.handles import (
 from statectl.formats.metadata import OperatorState, SubtaskState, snapshot_kind
 from statectl.formats.state_headers import KeyedStateHeader
 from statectl.formats.state_values import StateCodec, flink_major, keyed_codec, operator_codec
+from statectl.progress import ProgressCallback, Steps
 from statectl.savepoint import entries as state_entries
 from statectl.savepoint import native
 from statectl.savepoint.keyed import (
@@ -110,24 +111,38 @@ class SavepointSummary:
     notes: tuple[str, ...] = field(default=())
 
 
-def summarize(sp: Savepoint, operator: str | None = None, deep: bool = False) -> SavepointSummary:
+def summarize(
+    sp: Savepoint,
+    operator: str | None = None,
+    deep: bool = False,
+    progress: ProgressCallback | None = None,
+) -> SavepointSummary:
+    """`progress`: with `deep`, the keyed files whose entries are counted, then the files
+    whose entries are decoded, operator by operator."""
     ops = (sp.find_operator(operator),) if operator else sp.operators
     return SavepointSummary(
         location=sp.directory.url,
         metadata_version=sp.metadata.version,
         checkpoint_id=sp.metadata.checkpoint_id,
         snapshot=_snapshot(sp),
-        operators=tuple(summarize_operator(sp, op, deep) for op in ops),
+        operators=tuple(summarize_operator(sp, op, deep, progress) for op in ops),
         deep=deep,
     )
 
 
-def summarize_operator(sp: Savepoint, op: OperatorState, deep: bool) -> OperatorSummary:
+def summarize_operator(
+    sp: Savepoint, op: OperatorState, deep: bool, progress: ProgressCallback | None = None
+) -> OperatorSummary:
     subtasks = op.subtasks or ()
-    keyed = _keyed_states(sp, subtasks, deep, op.max_parallelism)
+    steps = None
+    if deep:
+        keyed_bytes = [keyed_handle_bytes(s.managed_keyed_state) for s in subtasks]
+        phase = f"counting entries (operator {state_entries.operator_label(op)})"
+        steps = Steps(progress, phase, len(subtasks), sum(keyed_bytes))
+    keyed = _keyed_states(sp, subtasks, steps, op.max_parallelism)
     states = keyed.states + _operator_states(sp, op, subtasks)
     if deep:
-        states = _with_raw_counts(sp, op, states)
+        states = _with_raw_counts(sp, op, states, progress)
     return OperatorSummary(
         id=op.operator_id_hex,
         uid=op.uid,
@@ -192,8 +207,10 @@ class _KeyedStates:
 
 
 def _keyed_states(
-    sp: Savepoint, subtasks: tuple[SubtaskState, ...], deep: bool, max_parallelism: int
+    sp: Savepoint, subtasks: tuple[SubtaskState, ...], steps: Steps | None, max_parallelism: int
 ) -> _KeyedStates:
+    """The keyed states' kinds and types; with `steps` (deep), their entries counted."""
+    deep = steps is not None
     kinds: dict[str, str] = {}
     codecs: dict[str, StateCodec] = {}
     entries: Counter[str] = Counter()
@@ -203,6 +220,8 @@ def _keyed_states(
         handle = subtask.managed_keyed_state
         header = keyed_header(sp, handle) if handle is not None else None
         if header is None:
+            if steps is not None:
+                steps.step(keyed_handle_bytes(handle))
             continue
         key_serializer = key_serializer or header.key_serializer
         for state in header.states:
@@ -223,6 +242,8 @@ def _keyed_states(
             instance = native.native_instance(sp, handle, f"subtask {subtask.index}")
             prefix_bytes = java_types.key_group_prefix_bytes(max_parallelism)
             entries.update(native.count_entries(instance, prefix_bytes))
+        if steps is not None:
+            steps.step(keyed_handle_bytes(handle))
     states = tuple(
         _typed(
             StateSummary(name, "keyed", kind, None, entries.get(name, 0) if deep else None),
@@ -240,15 +261,23 @@ def _typed(state: StateSummary, codec: StateCodec | None) -> StateSummary:
 
 
 def _with_raw_counts(
-    sp: Savepoint, op: OperatorState, states: tuple[StateSummary, ...]
+    sp: Savepoint,
+    op: OperatorState,
+    states: tuple[StateSummary, ...],
+    progress: ProgressCallback | None = None,
 ) -> tuple[StateSummary, ...]:
     """Each state's entries that keep a part undecoded, read as `export` reads them."""
-    from statectl.operations.export import Tally, plan_export, task_rows
+    from statectl.operations.export import Tally, plan_export, task_bytes, task_rows
 
     tally = Tally()
-    for task in plan_export(sp, op.operator_id_hex):
+    tasks = plan_export(sp, op.operator_id_hex)
+    sizes = [task_bytes(task) for task in tasks]
+    phase = f"decoding entries (operator {state_entries.operator_label(op)})"
+    steps = Steps(progress, phase, len(tasks), sum(sizes))
+    for task, size in zip(tasks, sizes, strict=True):
         for row in task_rows(task):
             tally.count(row)
+        steps.step(size)
     label = state_entries.operator_label(op)
     counted = []
     for state in states:

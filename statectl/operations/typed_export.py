@@ -24,10 +24,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from statectl.errors import StatectlError
-from statectl.execution.engine import Engine, LocalEngine
+from statectl.execution.engine import Engine, LocalEngine, start_named
 from statectl.formats.handles import DistributionMode
 from statectl.operations import parquet_files
-from statectl.operations.export import ExportReport, RawCount
+from statectl.operations.export import ExportReport, RawCount, read_bytes
+from statectl.progress import ProgressCallback, begun
 from statectl.savepoint import entries, tables, writer
 from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.model import Savepoint
@@ -189,15 +190,23 @@ def export_typed(
     engine: Engine | None = None,
     overwrite: bool = False,
     storage_options: dict[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ExportReport:
-    """Every state (or one) of a savepoint into `output`/<operator>/<state>/ part files."""
+    """Every state (or one) of a savepoint into `output`/<operator>/<state>/ part files.
+    `progress`: the tasks done (files and their state bytes), each phase named."""
     writer.ensure_not_inside(sp.directory, output, storage_options)
     tasks = plan_typed(sp, operator, state)
     engine = engine or LocalEngine()
     staged = writer.stage(output.rstrip("/"), overwrite, storage_options, TYPED_FOLDER)
     try:
         url = staged.staging_url
-        results = engine.run(tasks, lambda task: write_typed_part(task, url, storage_options))
+        start_named(engine, progress)
+        if progress is not None:
+            count = len({output.folder for task in tasks for output in task.states})
+            progress(begun(f"exporting {count} states"))
+        results = engine.run(
+            tasks, lambda task: write_typed_part(task, url, storage_options), _work, progress
+        )
         parts = [part for result in results for part in result]
         writer.publish_folder(staged)
     except OSError as exc:
@@ -217,6 +226,11 @@ def export_typed(
     raw_counts = {name: RawCount(t.rows, t.first_reason or "") for name, t in raw.items()}
     total = sum(states.values())
     return ExportReport(staged.destination.url, total, len(parts), engine.name, states, raw_counts)
+
+
+def _work(task: TypedTask) -> tuple[int, int]:
+    """A task's share of the progress: one part (or a part per state), the bytes it reads."""
+    return 1, read_bytes(task.keyed, task.key_groups, task.operator)
 
 
 # --- what --overwrite may replace --------------------------------------------------------------

@@ -64,13 +64,16 @@ from statectl.formats.metadata import (
 )
 from statectl.formats.state_values import StateCodec, flink_major
 from statectl.formats.values import Raw, RawCodec, registered
+from statectl.progress import ProgressCallback, Steps, begun
 from statectl.savepoint import entries, writer
 from statectl.savepoint.keyed import (
     block_spans,
     canonical_header,
     is_heap_snapshot,
     iter_blocks,
+    keyed_handle_bytes,
     merge_keyed_headers,
+    operator_handle_bytes,
     read_header,
 )
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
@@ -128,20 +131,27 @@ def verify_location(
     storage_options: dict[str, Any] | None = None,
     deep: bool = False,
     allow_external_files: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> Verification:
     """Open and verify; a savepoint that cannot be opened is one finding, not an exception."""
+    if progress is not None:
+        progress(begun("reading metadata"))
     try:
         sp = open_savepoint(url, storage_options, allow_external_files)
     except StatectlError as exc:
         return Verification(url, deep, (Finding(None, None, None, exc.source or url, exc.message),))
-    return verify(sp, deep)
+    return verify(sp, deep, progress=progress)
 
 
 def verify(
-    sp: Savepoint, deep: bool = False, operators: Sequence[OperatorState] | None = None
+    sp: Savepoint,
+    deep: bool = False,
+    operators: Sequence[OperatorState] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> Verification:
-    """All checks over `operators` (default: every operator of the savepoint)."""
-    checker = _Checker(sp, deep)
+    """All checks over `operators` (default: every operator of the savepoint); `progress`
+    hears of each subtask checked, operator by operator (with `deep`, its blocks walked)."""
+    checker = _Checker(sp, deep, progress=progress)
     checker.run(sp.operators if operators is None else operators)
     return checker.result()
 
@@ -187,14 +197,18 @@ def _not_published(problem: str, source: str) -> StatectlError:
 
 
 def ensure_consistent(
-    sp: Savepoint, operators: Sequence[OperatorState] | None = None, *, copies_only: bool = False
+    sp: Savepoint,
+    operators: Sequence[OperatorState] | None = None,
+    *,
+    copies_only: bool = False,
+    progress: ProgressCallback | None = None,
 ) -> None:
     """Raise the first problem the shallow checks find (for commands that read or write state).
 
     `copies_only`: the command copies state files without parsing them (migrate), so state in
     a layout statectl does not read is no obstacle.
     """
-    for finding in verify(sp, deep=False, operators=operators).findings:
+    for finding in verify(sp, deep=False, operators=operators, progress=progress).findings:
         if not (copies_only and finding.unreadable):
             raise SavepointError(finding.message, finding.file or sp.directory.url)
 
@@ -215,6 +229,7 @@ class _Checker:
     deep: bool
     # Operators (by id) whose keyed files' first and last blocks are walked (`check_written`).
     edges: frozenset[bytes] = frozenset()
+    progress: ProgressCallback | None = None  # subtask by subtask
     findings: list[Finding] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     sizes: dict[str, int | str] = field(default_factory=dict)  # url → size, or why none
@@ -302,9 +317,17 @@ class _Checker:
         ranges: list[tuple[int, int, int]] = []
         self.headers = []
         self.unchecked, self.unchecked_reasons = Counter(), {}
+        doing = "walking key groups" if self.deep else "checking files"
+        steps = Steps(
+            self.progress,
+            f"{doing} (operator {entries.operator_label(op)})",
+            len(subtasks),
+            sum(_subtask_bytes(s) for s in subtasks),
+        )
         for subtask in subtasks:
             self.stats["subtasks"] += 1
             ranges += self._subtask(op, subtask)
+            steps.step(_subtask_bytes(subtask))
         if ranges:
             self._coverage(op, subtasks, ranges)
         if self.deep and len(self.headers) > 1:
@@ -712,6 +735,13 @@ class _Checker:
                     )
                     return False
         return True
+
+
+def _subtask_bytes(subtask: SubtaskState) -> int:
+    """A subtask's state bytes: its share of a check's progress."""
+    keyed = (subtask.managed_keyed_state, subtask.raw_keyed_state)
+    operator = (subtask.managed_operator_state, subtask.raw_operator_state)
+    return sum(map(keyed_handle_bytes, keyed)) + sum(map(operator_handle_bytes, operator))
 
 
 # --- deep walk of key-group blocks ----------------------------------------------------------

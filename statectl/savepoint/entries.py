@@ -241,6 +241,18 @@ def heap_entry_counts(
 KeyedSource = KeyedFile | NativeKeyedFile | HeapKeyedFile
 
 
+def source_bytes(source: KeyedSource, key_groups: tuple[int, int] | None = None) -> int:
+    """The stored bytes of a keyed source's key groups (all: None): what a task reading them
+    counts toward progress (a native instance's are all of its files)."""
+    if isinstance(source, NativeKeyedFile):
+        return source.instance.size
+    if key_groups is None:
+        return source.stream.size
+    first, last = key_groups
+    spans = block_spans(source.stream, source.handle)
+    return sum(span.length for span in spans if first <= span.key_group <= last)
+
+
 @dataclass(frozen=True, slots=True)
 class KeyedEntry:
     state: StateMetaInfo
