@@ -425,6 +425,7 @@ def transform(
         raise StatectlError("give exactly one of sql and python")
     from statectl.operations import transform as edits
     from statectl.operations.migrate import migrate, plan_migration
+    from statectl.progress import begun
     from statectl.savepoint.classpath import ClassPath
 
     sp = _opened(source, storage_options)
@@ -435,6 +436,8 @@ def transform(
     with ClassPath(classpath) as classes:
         job_classes = classes if classes.entries else None
         if sql is not None:
+            if progress is not None:  # seconds of a JVM's start, before any work is counted
+                progress(begun("starting Spark"))
             edit = _sql_edit(sp, operator, state, sql, engine, master, spark_conf, job_classes)
         else:
             function = edits.load_function(python) if isinstance(python, str) else python

@@ -40,7 +40,7 @@ from statectl.operations.state_edits import (
     StateEditReport,
     plan_state_edits,
 )
-from statectl.progress import ProgressCallback
+from statectl.progress import ProgressCallback, begun
 from statectl.savepoint import entries, writer
 from statectl.savepoint.files import CopyTask, copy_file
 from statectl.savepoint.keyed_rewrite import SubtaskRewrite, source_size, write_subtask
@@ -223,6 +223,8 @@ def migrate(
         output = locate(staged.staging_url, storage_options)
         metadata = _write_operator_states(plan, metadata, output)
         rewritten = {metadata.operators[position].operator_id for position, _ in written.keyed}
+        if progress is not None:
+            progress(begun("checking the output"))
         publish(staged, metadata, rewritten)
     except BaseException:
         writer.discard(staged)
@@ -254,6 +256,9 @@ def _write_files(
     checkpoint_id = plan.source.metadata.checkpoint_id
     written = _Written({}, {})
     for op_id, position, state, feed, subtask_rewrites in _fed_operators(plan):
+        if progress is not None:  # a query's or a function's rows, through the shuffle
+            label = plan.metadata.operators[position].uid or op_id.hex()
+            progress(begun(f"writing state {state} (operator {label})"))
         names = [_keyed_name(plan, position, r) for r in subtask_rewrites]
         files = write_fed(
             engine, subtask_rewrites, state, feed, names, output_url, storage_options,
@@ -278,6 +283,8 @@ def _write_files(
         kind, n = task
         return 1, copies[n].source.size if kind == COPY else source_size(rewrites[n][1].source)
 
+    if progress is not None:
+        progress(begun("writing files"))
     results = engine.run(tasks, run, work, progress)
     for (position, rewrite), handle in zip(rewrites, results[len(copies) :], strict=True):
         written.keyed[position, rewrite.source.subtask] = handle
