@@ -51,7 +51,8 @@ def begun(phase: str) -> Progress:
 
 class Steps:
     """One phase's work reported step by step to `progress` (None: nothing is reported): a
-    file read or a task run adds its files and bytes."""
+    file read or a task run adds its files and bytes. A phase with no files to do (an operator
+    without keyed state) is not reported at all."""
 
     def __init__(
         self, progress: ProgressCallback | None, phase: str, total_files: int, total_bytes: int
@@ -73,6 +74,6 @@ class Steps:
         self._report()
 
     def _report(self) -> None:
-        if self.progress is not None:
+        if self.progress is not None and self.total_files > 0:
             done = Progress(self.files, self.total_files, self.bytes, self.total_bytes, self.phase)
             self.progress(done)

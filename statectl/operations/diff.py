@@ -126,7 +126,7 @@ def diff(
     states: list[StateDiff] = []
     for context in contexts:
         states += context.keyed_diffs(keyed)
-        if progress is not None:
+        if progress is not None and _has_operator_state(context):
             progress(begun(f"comparing operator state (operator {context.label})"))
         states += _compare_operator_state(a, b, context, max_examples)
     return DiffReport(
@@ -509,6 +509,14 @@ def _compare_operator_state(
             )
         )
     return diffs
+
+
+def _has_operator_state(pair: _OperatorPair) -> bool:
+    return any(
+        s.managed_operator_state is not None or s.raw_operator_state is not None
+        for op in (pair.a.op, pair.b.op)
+        for s in op.subtasks or ()
+    )
 
 
 def _group(elements: Iterable[entries.OperatorElement]) -> dict[str, list[entries.OperatorElement]]:

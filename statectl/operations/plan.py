@@ -121,9 +121,9 @@ def _outlook(
 ) -> OperatorOutlook:
     subtasks = subtasks_by_index(op, describe_operator(op))
     doing = "walking key groups" if deep else "measuring key groups"
-    sizes = [keyed_handle_bytes(s.managed_keyed_state if s else None) for s in subtasks]
+    handles = [s.managed_keyed_state for s in subtasks if s and s.managed_keyed_state is not None]
     phase = f"{doing} (operator {op.uid or op.operator_id_hex})"
-    steps = Steps(progress, phase, len(sizes), sum(sizes))
+    steps = Steps(progress, phase, len(handles), sum(map(keyed_handle_bytes, handles)))
     keyed = _KeyGroupSizes.read(sp, op, subtasks, deep, steps)
     wanted = parallelisms or default_candidates(op.max_parallelism, op.parallelism)
     old_operator_state = OldOperatorState.read(sp, subtasks)
@@ -195,7 +195,7 @@ class _KeyGroupSizes:
             elif isinstance(handle, IncrementalKeyedHandle):
                 formats.add("native")
                 _add_native(sp, op, handle, sizes, entries)
-            if steps is not None:
+            if steps is not None and handle is not None:
                 steps.step(keyed_handle_bytes(handle))
         keyed_format = "native" if "native" in formats else next(iter(formats), None)
         rounded = tuple(round(size) for size in sizes)

@@ -136,9 +136,9 @@ def summarize_operator(
     subtasks = op.subtasks or ()
     steps = None
     if deep:
-        keyed_bytes = [keyed_handle_bytes(s.managed_keyed_state) for s in subtasks]
+        handles = [s.managed_keyed_state for s in subtasks if s.managed_keyed_state is not None]
         phase = f"counting entries (operator {state_entries.operator_label(op)})"
-        steps = Steps(progress, phase, len(subtasks), sum(keyed_bytes))
+        steps = Steps(progress, phase, len(handles), sum(map(keyed_handle_bytes, handles)))
     keyed = _keyed_states(sp, subtasks, steps, op.max_parallelism)
     states = keyed.states + _operator_states(sp, op, subtasks)
     if deep:
@@ -220,7 +220,7 @@ def _keyed_states(
         handle = subtask.managed_keyed_state
         header = keyed_header(sp, handle) if handle is not None else None
         if header is None:
-            if steps is not None:
+            if steps is not None and handle is not None:
                 steps.step(keyed_handle_bytes(handle))
             continue
         key_serializer = key_serializer or header.key_serializer
