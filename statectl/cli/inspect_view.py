@@ -47,7 +47,9 @@ def _operator_json(op: OperatorSummary, deep: bool) -> dict[str, Any]:
 def _state_json(state: StateSummary, deep: bool) -> dict[str, Any]:
     entry = pick_fields(state, "name", "scope", "kind", "mode", "type", "type_tree")
     if state.scope == "operator":
-        entry["elements"] = state.elements
+        entry["elements"] = state.elements  # a broadcast state's map entries, once
+        if state.copies is not None:
+            entry["copies"] = state.copies
     elif deep:  # keyed entries are counted only by walking the blocks
         entry["entries"] = state.entries
     if deep:  # values are decoded only with --deep
@@ -124,9 +126,20 @@ def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
         if op.key_serializer:
             title += f" (key serializer {op.key_serializer.rsplit('.', 1)[-1]})"
         print_table(*_operator_states_table(op, deep), title=title)
+        for state in op.states:
+            if state.copies is not None:
+                print_line(_copies_line(state, state.copies))
     print_table(*_subtasks_table(op), title=f"{op.uid or op.id}: subtasks")
     if any(s.native for s in op.subtasks):
         _print_native_files(op)
+
+
+def _copies_line(state: StateSummary, copies: int) -> str:
+    entries = "?" if state.elements is None else str(state.elements)
+    return (
+        f"{state.name}: broadcast state, its {entries} entries counted once "
+        f"(each of {counted(copies, 'subtask')} holds a copy)"
+    )
 
 
 def _operator_states_table(op: OperatorSummary, deep: bool) -> tuple[list[Column], list[list[str]]]:
@@ -136,7 +149,9 @@ def _operator_states_table(op: OperatorSummary, deep: bool) -> tuple[list[Column
     columns = [Column("state", "id", key=True)]
     columns += [Column(header) for header in ("scope", "kind", "mode")]
     columns.append(Column("type", "type"))
-    columns.append(Column("entries" if deep else "elements", "number", "right"))
+    # One count for every state (docs/counts.md): keyed entries (--deep), list elements, a
+    # broadcast state's map entries once (its copies in a line below the table).
+    columns.append(Column("entries", "number", "right"))
     if deep:
         columns.append(Column("raw", justify="right"))
     rows = []

@@ -259,7 +259,7 @@ def _operator_state_table(candidate: Candidate) -> Table:
     )
     table.add_column("state")
     table.add_column("mode")
-    table.add_column("elements per subtask")
+    table.add_column("entries per subtask")
     table.add_column("bytes per subtask")
     for state in candidate.operator_state:
         table.add_row(

@@ -73,11 +73,19 @@ def _subtask_plan_json(plan: OperatorPlan, target: SubtaskTarget) -> dict[str, A
         **({"native_sources": _native_sources(keyed)} if keyed and keyed.native else {}),
         **({"heap_sources": _heap_sources(keyed)} if keyed and keyed.heap else {}),
         "operator_state": {
-            share.name: {"mode": share.mode.name, "elements": len(share.spans)}
+            share.name: _share_json(share.mode.name, len(share.spans))
             for share in (operator.states if operator else ())
         },
         "operator_bytes": operator.size if operator else 0,
     }
+
+
+def _share_json(mode: str, spans: int) -> dict[str, Any]:
+    """List elements a new subtask restores; of a broadcast state, the copy of the map it
+    restores (its entries are counted by `inspect` and `plan`: docs/counts.md)."""
+    if mode == "BROADCAST":
+        return {"mode": mode, "copies": spans}
+    return {"mode": mode, "elements": spans}
 
 
 def _key_groups(plan: OperatorPlan, index: int) -> list[int] | None:
@@ -177,7 +185,8 @@ def _plan_subtask_row(sub: dict[str, Any]) -> tuple[str, ...]:
         ]
     )
     states = "\n".join(
-        f"{n} ({v['mode']}): {v['elements']}" for n, v in sub["operator_state"].items()
+        f"{n} ({v['mode']}): " + (f"{v['elements']}" if "elements" in v else "map copy")
+        for n, v in sub["operator_state"].items()
     )
     size = human_bytes(sub["keyed_bytes"] + sub["operator_bytes"])
     return str(sub["index"]), key_groups, sources or "-", states or "-", size

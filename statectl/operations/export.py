@@ -22,7 +22,7 @@ import os
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, LocalEngine, start_named
+from statectl.formats.handles import DistributionMode
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import Decoded, StateCodec
@@ -127,6 +128,10 @@ class ExportTask:
     operator: OperatorFile | None = None
     state: str | None = None
     part: str = ""  # file name inside the output folder (folder output only)
+    # Broadcast states of `operator` read from an earlier subtask's copy: every subtask holds
+    # the same map, and its entries are exported once (as Flink's `readBroadcastState` reads
+    # them), with the subtask of the copy read.
+    copies: tuple[str, ...] = ()
 
 
 def plan_export(
@@ -143,16 +148,23 @@ def plan_export(
             if chunk:
                 ranges = list(keyed.chunks(CHUNK_BYTES))
             tasks += [ExportTask(keyed, r, state=state) for r in ranges]
+        broadcast_read: set[str] = set()
         for file in entries.operator_files(sp, op):
-            known.update(s.name for s in file.handle.states)
-            tasks.append(ExportTask(operator=file, state=state))
+            names = {s.name for s in file.handle.states}
+            known.update(names)
+            copies = tuple(sorted(names & broadcast_read))
+            broadcast_read.update(
+                s.name for s in file.handle.states if s.mode == DistributionMode.BROADCAST
+            )
+            only_copies = (
+                state in copies if state is not None else bool(names) and names <= set(copies)
+            )
+            if not only_copies:
+                tasks.append(ExportTask(operator=file, state=state, copies=copies))
     if state is not None and state not in known:
         listed = ", ".join(sorted(known)) or "none"
         raise StatectlError(f"unknown state {state!r}; known states: {listed}", sp.directory.url)
-    return [
-        ExportTask(t.keyed, t.key_groups, t.operator, t.state, f"part-{n:05d}.parquet")
-        for n, t in enumerate(tasks)
-    ]
+    return [replace(t, part=f"part-{n:05d}.parquet") for n, t in enumerate(tasks)]
 
 
 # --- rows ------------------------------------------------------------------------------------
@@ -162,7 +174,7 @@ def task_rows(task: ExportTask) -> Iterator[Row]:
     if task.keyed is not None:
         yield from _keyed_rows(task.keyed, task.key_groups, task.state)
     if task.operator is not None:
-        yield from _operator_rows(task.operator, task.state)
+        yield from _operator_rows(task.operator, task.state, task.copies)
 
 
 def task_tables(task: ExportTask) -> Iterator[Row | pa.Table]:
@@ -170,7 +182,7 @@ def task_tables(task: ExportTask) -> Iterator[Row | pa.Table]:
     if task.keyed is not None:
         yield from _keyed_tables(task.keyed, task.key_groups, task.state)
     if task.operator is not None:
-        yield from _operator_rows(task.operator, task.state)
+        yield from _operator_rows(task.operator, task.state, task.copies)
 
 
 def json_text(value: Any) -> str:
@@ -368,9 +380,11 @@ def _fast_table(
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
-def _operator_rows(file: OperatorFile, state: str | None) -> Iterator[Row]:
+def _operator_rows(
+    file: OperatorFile, state: str | None, copies: tuple[str, ...] = ()
+) -> Iterator[Row]:
     for element in file.elements():
-        if state is not None and element.state != state:
+        if (state is not None and element.state != state) or element.state in copies:
             continue
         codec = entries.element_codec(element)
         broadcast = element.kind == "BROADCAST"

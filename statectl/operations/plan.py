@@ -12,12 +12,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from statectl.errors import FormatError, StatectlError
-from statectl.formats import java_types, keyed_blocks
+from statectl.formats import java_types, keyed_blocks, operator_state
 from statectl.formats.handles import DistributionMode, IncrementalKeyedHandle, KeyGroupsHandle
 from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.formats.state_values import flink_major
 from statectl.operations.rescale.load import SubtaskLoads, default_candidates, subtask_loads
-from statectl.operations.rescale.plan import OldOperatorState, RescalePlan, subtasks_by_index
+from statectl.operations.rescale.plan import (
+    ElementSpan,
+    OldOperatorState,
+    RescalePlan,
+    subtasks_by_index,
+)
 from statectl.progress import ProgressCallback, Steps
 from statectl.savepoint import native
 from statectl.savepoint.entries import heap_entry_counts
@@ -37,7 +42,8 @@ _NEAR = 3  # parallelisms recommended near the current one
 @dataclass(frozen=True, slots=True)
 class OperatorStateLoad:
     """One operator-state list per new subtask, as the subtask restores it (a UNION list is
-    restored whole by every subtask)."""
+    restored whole by every subtask). `elements` counts what `inspect` counts (docs/counts.md):
+    list elements, or a broadcast state's map entries (every subtask restores the whole map)."""
 
     name: str
     mode: str
@@ -127,8 +133,12 @@ def _outlook(
     keyed = _KeyGroupSizes.read(sp, op, subtasks, deep, steps)
     wanted = parallelisms or default_candidates(op.max_parallelism, op.parallelism)
     old_operator_state = OldOperatorState.read(sp, subtasks)
+    map_entries: dict[tuple[str, int], int] = {}  # a broadcast map's entries, by its span
     candidates = tuple(
-        Candidate(subtask_loads(keyed.bytes, p), _operator_state_loads(old_operator_state, p))
+        Candidate(
+            subtask_loads(keyed.bytes, p),
+            _operator_state_loads(old_operator_state, p, map_entries),
+        )
         for p in wanted
         if p <= op.max_parallelism
     )
@@ -260,19 +270,35 @@ def _check_key_group(key_group: int, max_parallelism: int, source: str) -> None:
 # --- operator state per new subtask ------------------------------------------------------
 
 
-def _operator_state_loads(old: OldOperatorState, parallelism: int) -> tuple[OperatorStateLoad, ...]:
+def _operator_state_loads(
+    old: OldOperatorState, parallelism: int, map_entries: dict[tuple[str, int], int]
+) -> tuple[OperatorStateLoad, ...]:
     if not old.files:
         return ()
     targets = old.targets(parallelism)
     loads = []
     for index, state in enumerate(targets[0].states):
         shares = [target.states[index] for target in targets]
-        elements = [len(share.spans) for share in shares]
+        if state.mode == DistributionMode.BROADCAST:  # a map: its entries, not 1
+            elements = [sum(_map_entries(s, map_entries) for s in share.spans) for share in shares]
+        else:
+            elements = [len(share.spans) for share in shares]
         sizes = [sum(span.end - span.start for span in share.spans) for share in shares]
         if state.mode == DistributionMode.UNION:  # Flink restores the whole union everywhere
             elements, sizes = [sum(elements)] * parallelism, [sum(sizes)] * parallelism
         loads.append(OperatorStateLoad(state.name, state.mode.name, tuple(elements), tuple(sizes)))
     return tuple(loads)
+
+
+def _map_entries(span: ElementSpan, known: dict[tuple[str, int], int]) -> int:
+    where = (span.source.description, span.start)
+    if where not in known:
+        data = operator_state.element_bytes(span.source.read(span.start, span.end), span.compressed)
+        try:
+            known[where] = operator_state.broadcast_entry_count(data)
+        except StatectlError as exc:
+            raise exc.with_source(span.source.description) from None
+    return known[where]
 
 
 # --- the recommendation --------------------------------------------------------------------

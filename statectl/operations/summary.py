@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.formats import java_types, keyed_blocks
+from statectl.formats import java_types, keyed_blocks, operator_state
 from statectl.formats.handles import (
     DistributionMode,
     IncrementalKeyedHandle,
@@ -45,11 +45,14 @@ class StateSummary:
     kind: str  # VALUE, LIST, MAP, REDUCING, AGGREGATING, TIMERS, BROADCAST, …
     mode: str | None  # operator state: SPLIT_DISTRIBUTE | UNION | BROADCAST
     entries: int | None = None  # keyed state with --deep: entries in key-group blocks
-    elements: int | None = None  # operator state: list elements or broadcast maps
+    # operator state: list elements (a union's over all subtasks); a broadcast state's map
+    # entries, counted once (docs/counts.md)
+    elements: int | None = None
     type: str | None = None  # the value's type on one line, e.g. `MAP<STRING, BIGINT>, TTL`
     type_tree: dict[str, Any] | None = None  # key, namespace, user key and value types
     raw: int | None = None  # --deep: entries (or elements) with a part that stays undecoded
     raw_reason: str | None = None  # --deep: why the first of them does
+    copies: int | None = None  # broadcast state: subtasks holding a copy of the map
 
 
 @dataclass(frozen=True)
@@ -310,12 +313,16 @@ def _operator_states(
 ) -> tuple[StateSummary, ...]:
     modes: dict[str, DistributionMode] = {}
     elements: Counter[str] = Counter()
+    copies: Counter[str] = Counter()
     for subtask in subtasks:
         for handle in (subtask.managed_operator_state, subtask.raw_operator_state):
             for state in handle.states if handle else ():
                 modes.setdefault(state.name, state.mode)
                 elements[state.name] += len(state.offsets)
+                copies[state.name] += 1
     codecs = _operator_codecs(sp, op) if modes else {}
+    broadcast = [n for n, m in modes.items() if m == DistributionMode.BROADCAST]
+    entries = _broadcast_entries(sp, op, broadcast) if broadcast else {}
     return tuple(
         _typed(
             StateSummary(
@@ -323,12 +330,33 @@ def _operator_states(
                 "operator",
                 "BROADCAST" if mode == DistributionMode.BROADCAST else "LIST",
                 mode.name,
-                elements=elements[name],
+                elements=entries.get(name)
+                if mode == DistributionMode.BROADCAST
+                else elements[name],
+                copies=copies[name] if mode == DistributionMode.BROADCAST else None,
             ),
             codecs.get(name),
         )
         for name, mode in modes.items()
     )
+
+
+def _broadcast_entries(sp: Savepoint, op: OperatorState, names: list[str]) -> dict[str, int]:
+    """Each broadcast state's map entries, from the first subtask's copy (every subtask holds
+    the same map). A file that does not read leaves the count unknown: verify reports it."""
+    counts: dict[str, int] = {}
+    for file in state_entries.operator_files(sp, op):
+        if not any(s.name in names and s.name not in counts for s in file.handle.states):
+            continue
+        try:
+            for element in file.elements():
+                if element.state in names and element.state not in counts:
+                    counts[element.state] = operator_state.broadcast_entry_count(element.value)
+        except StatectlError:
+            continue
+        if len(counts) == len(names):
+            break
+    return counts
 
 
 def _operator_codecs(sp: Savepoint, op: OperatorState) -> dict[str, StateCodec]:

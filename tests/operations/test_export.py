@@ -54,12 +54,23 @@ def as_manifest_state(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def written_state(manifest: dict[str, Any]) -> dict[str, Any]:
-    """The manifest's state without key-group ranges, timers sorted."""
+    """The manifest's state without key-group ranges, timers sorted; a broadcast state's map
+    once, in the first subtask holding a copy (every subtask holds the same: docs/counts.md)."""
     result: dict[str, Any] = {}
     for uid, op in manifest["state"]["operators"].items():
         subtasks = {}
-        for index, sub in op["subtasks"].items():
+        copies: dict[str, Any] = {}
+        for index, sub in sorted(op["subtasks"].items(), key=lambda item: int(item[0])):
             sub = {k: v for k, v in sub.items() if k != "key_group_range"}
+            if "broadcast" in sub:
+                maps = {}
+                for name, entries in sub["broadcast"].items():
+                    assert copies.setdefault(name, entries) == entries  # the same map
+                    if copies[name] is entries:
+                        maps[name] = entries
+                sub = {k: v for k, v in sub.items() if k != "broadcast"}
+                if maps:
+                    sub["broadcast"] = maps
             if "timers" in sub:
                 sub["timers"] = {
                     kind: {key: sorted(ts) for key, ts in keys.items()}
