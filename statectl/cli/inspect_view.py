@@ -221,6 +221,7 @@ def verification_to_json(result: Verification) -> dict[str, Any]:
         **pick_fields(result, "location", "ok", "deep"),
         "checked": {
             **pick_fields(result, "operators", "subtasks", "files", "key_groups"),
+            "key_groups_of": result.key_groups_of,
             **({"entries": result.entries} if result.deep else {}),
         },
         "findings": [
@@ -244,8 +245,14 @@ def print_verification(result: Verification) -> None:
 def _checked(result: Verification) -> str:
     checked = (
         f"{counted(result.operators, 'operator')}, {counted(result.subtasks, 'subtask')}, "
-        f"{counted(result.files, 'file')}, {counted(result.key_groups, 'key group')}"
+        f"{counted(result.files, 'file')}"
     )
+    if result.key_groups_of:  # the non-empty ones, of the operators' max parallelisms
+        held = "holds" if result.key_groups == 1 else "hold"
+        checked += f", {result.key_groups} of {result.key_groups_of} key groups {held} data"
+    if result.unread_instances:
+        checked += f", key groups of {counted(result.unread_instances, 'RocksDB instance')}"
+        checked += " not read (--deep reads them)"
     if result.deep:
         checked += f", {result.entries} {'entry' if result.entries == 1 else 'entries'} walked"
     return checked

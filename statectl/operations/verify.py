@@ -120,6 +120,10 @@ class Verification:
     files: int = 0
     key_groups: int = 0  # non-empty key groups seen (their blocks walked with `deep`)
     entries: int = 0  # keyed entries walked (deep)
+    # The key groups of the operators whose key groups were counted (each one's max
+    # parallelism): `key_groups` of them hold data.
+    key_groups_of: int = 0
+    unread_instances: int = 0  # RocksDB instances whose key groups were not read (not deep)
 
     @property
     def ok(self) -> bool:
@@ -235,6 +239,9 @@ class _Checker:
     sizes: dict[str, int | str] = field(default_factory=dict)  # url → size, or why none
     inline_streams: int = 0
     stats: Counter[str] = field(default_factory=Counter)
+    # Operators (by id) whose non-empty key groups `stats["key_groups"]` counts: their max
+    # parallelism.
+    counted_operators: dict[bytes, int] = field(default_factory=dict)
     # The current operator's keyed headers: (subtask, file, header).
     headers: list[tuple[int | None, str, state_headers.KeyedStateHeader]] = field(
         default_factory=list
@@ -273,6 +280,8 @@ class _Checker:
             len(self.sizes) + self.inline_streams,
             self.stats["key_groups"],
             self.stats["entries"],
+            sum(self.counted_operators.values()),
+            self.stats["unread_instances"],
         )
 
     def add(self, where: _Where, problem: str, *, unreadable: bool = False) -> None:
@@ -503,6 +512,7 @@ class _Checker:
             self.add(at, exc.message)
             return
         self.stats["key_groups"] += len(spans)
+        self._key_groups_counted(where.op)
         try:  # the hashmap backend's own format (§4.8), or canonical blocks
             heap = is_heap_snapshot(self.sp, handle)
         except StatectlError as exc:
@@ -544,6 +554,11 @@ class _Checker:
                 )
                 return
         self.stats["key_groups"] += len({o for _, o in present})
+        self._key_groups_counted(at.op)
+
+    def _key_groups_counted(self, op: OperatorState | None) -> None:
+        if op is not None:
+            self.counted_operators[op.operator_id] = op.max_parallelism
 
     def _keyed_header(
         self,
@@ -579,6 +594,8 @@ class _Checker:
         at = _Where(where.op, where.subtask, meta.description)
         header = self._keyed_header(at, lambda: read_header(meta)[1], meta.description)
         op, key_groups = where.op, handle.key_groups
+        if not self.deep:
+            self.stats["unread_instances"] += 1
         if not self.deep or header is None or not files_ok or op is None or key_groups is None:
             return
         # Outside the key groups a coverage finding; rows there cannot be read by key group.
@@ -609,6 +626,7 @@ class _Checker:
             uncompressed = dataclasses.replace(header, compressed=False)
             at = _Where(where.op, where.subtask, instance.meta.description)  # the states' file
             walker = _BlockWalker(self, at, max_parallelism, uncompressed)
+            self._key_groups_counted(op)
             walker.walk(self._counted(blocks), instance.description)
             outside = native.rows_outside(instance, key_group_prefix_bytes(max_parallelism))
             if outside:

@@ -51,9 +51,26 @@ def test_clean_text_output(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = run(["verify", "--deep", str(path)], capsys)
     assert code == 0
     assert out == (
-        f"{path}: OK (7 operators, 12 subtasks, 8 files, 64 key groups, 452 entries walked)\n"
+        f"{path}: OK (7 operators, 12 subtasks, 8 files, 64 of 256 key groups hold data, "
+        "452 entries walked)\n"
     )
     assert err == ""
+
+
+def test_key_groups_are_counted_against_the_max_parallelism(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Two keyed operators at max parallelism 128: 64 of their 256 key groups hold data (not
+    "64 key groups"); RocksDB instances' key groups are read only with --deep."""
+    path = snapshot("hashmap_p4")
+    code, out, _ = run(["verify", "--json", str(path)], capsys)
+    checked = json.loads(out)["checked"]
+    assert (code, checked["key_groups"], checked["key_groups_of"]) == (0, 64, 256)
+    native = snapshot("rocksdb_native_full")
+    code, out, _ = run(["verify", str(native)], capsys)
+    assert code == 0
+    assert "key groups of 4 RocksDB instances not read (--deep reads them)" in out
+    assert "0 key groups" not in out
 
 
 def test_a_header_with_a_snapshot_class_statectl_does_not_know(
