@@ -211,6 +211,8 @@ def _rescaled_operator_json(op: RescaledOperator) -> dict[str, Any]:
         ),
         **pick_fields(op, "old_keyed_format", "new_keyed_format"),
         "keyed_bytes": list(op.keyed_bytes),
+        # the key-group blocks written per new subtask, as `--dry-run` predicts them
+        **({"keyed_block_bytes": list(op.keyed_loads.subtask_bytes)} if op.keyed_loads else {}),
         "keyed_max_over_mean": _rounded(op.keyed_skew),
     }
 

@@ -16,7 +16,13 @@ from statectl.formats import java_types, keyed_blocks, operator_state
 from statectl.formats.handles import DistributionMode, IncrementalKeyedHandle, KeyGroupsHandle
 from statectl.formats.metadata import OperatorState, SubtaskState
 from statectl.formats.state_values import flink_major
-from statectl.operations.rescale.load import SubtaskLoads, default_candidates, subtask_loads
+from statectl.operations.rescale.load import (
+    CanonicalFile,
+    SubtaskLoads,
+    block_loads,
+    default_candidates,
+    subtask_loads,
+)
 from statectl.operations.rescale.plan import (
     ElementSpan,
     OldOperatorState,
@@ -164,16 +170,26 @@ def predicted_keyed_loads(plan: RescalePlan) -> dict[str, SubtaskLoads]:
     `_metadata` alone (RocksDB instances would have to be fetched, re-hashed keys hashed).
     """
     loads = {}
+    sp = plan.source
     for operator_plan in plan.operators:
         op = operator_plan.operator
         if not operator_plan.rescaled or operator_plan.rekey is not None:
             continue
         subtasks = subtasks_by_index(op, describe_operator(op))
-        if any(isinstance(s.managed_keyed_state, IncrementalKeyedHandle) for s in subtasks if s):
+        handles = [s.managed_keyed_state for s in subtasks if s and s.managed_keyed_state]
+        canonical = [h for h in handles if isinstance(h, KeyGroupsHandle) and h.delegate]
+        if not canonical or len(canonical) < len(handles):  # native instances, or none
             continue
-        sizes = _KeyGroupSizes.read(plan.source, op, subtasks, deep=False)
-        if sizes.format is not None:
-            loads[op.operator_id_hex] = subtask_loads(sizes.bytes, operator_plan.new_parallelism)
+        if any(is_heap_snapshot(sp, h) for h in canonical):  # known once written as blocks
+            continue
+        files = (
+            CanonicalFile(h.start_key_group, h.offsets, stream.size, stream.description)
+            for h in canonical
+            if h.delegate is not None and (stream := sp.stream(h.delegate))
+        )
+        loads[op.operator_id_hex] = block_loads(
+            files, operator_plan.max_parallelism, operator_plan.new_parallelism
+        )
     return loads
 
 

@@ -26,6 +26,7 @@ from statectl.errors import StatectlError
 from statectl.execution.engine import Engine, total_work
 from statectl.execution.factory import choose_engine
 from statectl.execution.head_start import HeadStartEngine
+from statectl.formats.handles import IncrementalKeyedHandle, KeyGroupsHandle, stream_size
 from statectl.formats.metadata import (
     CheckpointMetadata,
     OperatorState,
@@ -42,6 +43,7 @@ from statectl.operations.rescale.execute import (
     task_work,
     write_rekeyed,
 )
+from statectl.operations.rescale.load import CanonicalFile, SubtaskLoads, block_loads
 from statectl.operations.rescale.plan import OperatorPlan, RescalePlan, has_native_keyed_state
 from statectl.operations.rescale.rekey import (
     HeapSource,
@@ -70,10 +72,17 @@ class OperatorReport:
     old_keyed_format: str | None = None  # "native", "canonical" or "heap"; None: no keyed state
     new_keyed_format: str | None = None
     keyed_bytes: tuple[int, ...] = ()  # per new subtask, when keyed state was written
+    # Canonical keyed state written: its key-group blocks' bytes per new subtask, measured as
+    # `rescale --dry-run` predicts them (`load.block_loads`).
+    keyed_loads: SubtaskLoads | None = None
 
     @property
     def keyed_skew(self) -> float | None:
-        """max/mean of the keyed bytes written per new subtask (None: none written)."""
+        """max/mean of the keyed bytes written per new subtask (None: none written): of the
+        key-group blocks written (as `--dry-run` and `plan` say), else of the files (RocksDB
+        instances)."""
+        if self.keyed_loads is not None:
+            return self.keyed_loads.max_over_mean
         total = sum(self.keyed_bytes)
         return max(self.keyed_bytes) * len(self.keyed_bytes) / total if total else None
 
@@ -194,12 +203,14 @@ def _subtask_state(result: SubtaskResult) -> SubtaskState:
 def report(plan: RescalePlan, results: list[Result], destination: str) -> RescaleReport:
     sizes: dict[str, list[int]] = {}
     keyed_sizes: dict[str, dict[int, int]] = {}
+    blocks: dict[str, list[CanonicalFile | None]] = {}  # None: keyed state not in blocks
     for result in results:
         if isinstance(result, SubtaskResult):
             keyed, operator = result.keyed, result.operator
             if keyed:
                 written = keyed_sizes.setdefault(result.operator_id, {})
                 written[result.index] = keyed_handle_bytes(keyed)
+                blocks.setdefault(result.operator_id, []).append(_canonical_file(keyed))
             files = [keyed_handle_bytes(keyed)] if keyed else []
             files += [operator_handle_bytes(operator)] if operator else []
             sizes.setdefault(result.operator_id, []).extend(files)
@@ -220,10 +231,26 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
                 p.max_parallelism,
                 *_keyed_formats(p),
                 _per_subtask(keyed_sizes.get(p.operator.operator_id_hex), p.new_parallelism),
+                _block_loads(blocks.get(p.operator.operator_id_hex), p),
             )
             for p in plan.operators
         ),
     )
+
+
+def _canonical_file(handle: KeyGroupsHandle | IncrementalKeyedHandle) -> CanonicalFile | None:
+    if not isinstance(handle, KeyGroupsHandle) or handle.delegate is None:
+        return None
+    size = stream_size(handle.delegate)
+    return CanonicalFile(handle.start_key_group, handle.offsets, size, "written keyed state")
+
+
+def _block_loads(
+    files: list[CanonicalFile | None] | None, plan: OperatorPlan
+) -> SubtaskLoads | None:
+    if not files or any(f is None for f in files):
+        return None
+    return block_loads((f for f in files if f), plan.max_parallelism, plan.new_parallelism)
 
 
 def _per_subtask(sizes: dict[int, int] | None, parallelism: int) -> tuple[int, ...]:

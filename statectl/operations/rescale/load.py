@@ -8,11 +8,13 @@ divide M) and hot key groups. `plan`, `rescale --dry-run` and the rescale report
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
+from statectl.errors import FormatError
 from statectl.formats.key_groups import key_group_range
+from statectl.formats.keyed_blocks import block_spans
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +59,40 @@ def subtask_loads(key_group_bytes: Sequence[int], parallelism: int) -> SubtaskLo
         first, last = key_group_range(max_parallelism, parallelism, index)
         loads.append(prefix[last + 1] - prefix[first])
     return SubtaskLoads(parallelism, max_parallelism, tuple(loads))
+
+
+@dataclass(frozen=True, slots=True)
+class CanonicalFile:
+    """What a canonical keyed-state file's blocks are measured from: its handle's key-group
+    offsets and the file's size."""
+
+    start_key_group: int
+    offsets: Sequence[int]
+    size: int
+    description: str
+
+
+def block_loads(
+    files: Iterable[CanonicalFile], max_parallelism: int, parallelism: int
+) -> SubtaskLoads:
+    """Keyed bytes per subtask at `parallelism` of canonical files' key-group blocks (a block
+    ends where the next begins, `keyed_blocks.block_spans`; headers count for none): what
+    `rescale --dry-run` predicts from the input and the rescale report measures of the output,
+    so that the two say the same "keyed max/mean" (and `plan`, which reads blocks alike)."""
+    sizes = [0] * max_parallelism
+    for file in files:
+        try:
+            spans = block_spans(file.start_key_group, file.offsets, file.size)
+        except FormatError as exc:
+            raise exc.with_source(file.description) from None
+        for span in spans:
+            if not 0 <= span.key_group < max_parallelism:
+                raise FormatError(
+                    f"key group {span.key_group} is outside the max parallelism {max_parallelism}",
+                    file.description,
+                )
+            sizes[span.key_group] += span.length
+    return subtask_loads(sizes, parallelism)
 
 
 def parse_parallelisms(text: str) -> list[int]:

@@ -109,3 +109,30 @@ def _real_key_group_bytes() -> dict[int, list[int]]:
         outlook = plan_parallelism(sp, uid, [1]).operators[0]
         result[outlook.max_parallelism] = list(outlook.key_group_bytes)
     return result
+
+
+@pytest.mark.parametrize(
+    ("name", "parallelism"),
+    [
+        ("hashmap_p4", 3),
+        ("hashmap_p4", 6),
+        ("hashmap_canonical_files", 3),
+        ("hashmap_compressed", 5),
+    ],
+)
+def test_dry_run_and_report_say_the_same_keyed_max_over_mean(name: str, parallelism: int) -> None:
+    """`rescale --dry-run` predicts from the input's key-group blocks; the report measures the
+    output's, through the same computation (`load.block_loads`): the same numbers, not the
+    written files' sizes with their headers."""
+    import statectl
+    from statectl.api import predicted_loads
+
+    source = str(fixture_savepoint(name))
+    plan = statectl.plan_rescale(source, parallelism)
+    predicted = predicted_loads(plan)
+    report = statectl.write_rescale(plan, f"memory://loads-{name}-{parallelism}", overwrite=True)
+    written = {op.id: op for op in report.operators if op.keyed_loads is not None}
+    assert predicted and set(predicted) == set(written)
+    for op_id, loads in predicted.items():
+        assert written[op_id].keyed_loads == loads
+        assert written[op_id].keyed_skew == loads.max_over_mean
