@@ -52,6 +52,7 @@ def _operator_json(op: OperatorOutlook) -> dict[str, Any]:
             "parallelism": hint.parallelism,
             "near_current": list(hint.near_current),
             "divide_max_parallelism": list(hint.even_divisors),
+            "reason": hint.reason,
             "hottest_key_groups": [
                 {"key_group": g.key_group, "bytes": g.bytes, "share": round(g.share, 6)}
                 for g in hint.hottest
@@ -165,6 +166,8 @@ def _note(parallelism: int, op: OperatorOutlook) -> str:
 def _recommendation(op: OperatorOutlook) -> str:
     hint = op.recommendation
     lines = []
+    if hint.reason:
+        lines.append(f"Recommended: {hint.reason}")
     if hint.near_current:
         lines.append(
             "Lowest skew near the current parallelism: " + ", ".join(map(str, hint.near_current))

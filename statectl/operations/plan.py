@@ -76,10 +76,12 @@ class HotKeyGroup:
 
 @dataclass(frozen=True, slots=True)
 class Recommendation:
-    parallelism: int | None  # the lowest-skew candidate near the current parallelism
-    near_current: tuple[int, ...]
+    # The current parallelism, unless a candidate near it is clearly better (`_recommend`).
+    parallelism: int | None
+    near_current: tuple[int, ...]  # the lowest-skew candidates near the current parallelism
     even_divisors: tuple[int, ...]  # candidates that divide the max parallelism
     hottest: tuple[HotKeyGroup, ...]
+    reason: str | None = None  # why `parallelism`, on one line
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,9 +322,18 @@ def _map_entries(span: ElementSpan, known: dict[tuple[str, int], int]) -> int:
 # --- the recommendation --------------------------------------------------------------------
 
 
+# A change of parallelism rewrites and moves every key group: it is recommended only when it
+# cuts the keyed max/mean by this share at least, without a larger largest subtask.
+CLEAR_GAIN = 0.10
+
+
 def _recommend(
     op: OperatorState, key_group_bytes: Sequence[int], candidates: Sequence[Candidate]
 ) -> Recommendation:
+    """Keeping the current parallelism costs nothing; another is recommended only when it is
+    clearly better: a max/mean lower by `CLEAR_GAIN` and a largest subtask no larger (fewer
+    subtasks even out by holding more each: whether the job can run on fewer is not in the
+    savepoint). Of those, the least skewed, then the nearest."""
     divisors = tuple(c.parallelism for c in candidates if op.max_parallelism % c.parallelism == 0)
     if not any(key_group_bytes):
         return Recommendation(None, (), divisors, ())
@@ -331,13 +342,47 @@ def _recommend(
     near = sorted(
         (c for c in candidates if low <= c.parallelism <= high),
         key=lambda c: (round(c.keyed.max_over_mean, 3), abs(c.parallelism - op.parallelism)),
-    )[:_NEAR]
+    )
+    current = subtask_loads(key_group_bytes, op.parallelism)
+    better = [
+        c
+        for c in near
+        if c.parallelism != op.parallelism
+        and c.keyed.max_over_mean <= current.max_over_mean * (1 - CLEAR_GAIN)
+        and c.keyed.largest <= current.largest
+    ]
+    if better:
+        best = better[0].keyed
+        gain = 1 - best.max_over_mean / current.max_over_mean
+        chosen = best.parallelism
+        reason = (
+            f"{best.parallelism}: keyed max/mean {best.max_over_mean:.2f} against "
+            f"{current.max_over_mean:.2f} at the current {op.parallelism} ({gain:.0%} less "
+            "skew, no larger largest subtask): worth moving the state"
+        )
+    else:
+        chosen, reason = op.parallelism, _keep_reason(op.parallelism, current, near, low, high)
     return Recommendation(
-        near[0].parallelism if near else None,
-        tuple(c.parallelism for c in near),
+        chosen,
+        tuple(c.parallelism for c in near[:_NEAR]),
         divisors,
         _hottest(key_group_bytes),
+        reason,
     )
+
+
+def _keep_reason(
+    parallelism: int, current: SubtaskLoads, near: Sequence[Candidate], low: int, high: int
+) -> str:
+    reason = (
+        f"keep {parallelism}: keyed max/mean {current.max_over_mean:.2f}; no parallelism in "
+        f"{low}–{high} cuts it by {CLEAR_GAIN:.0%} without a larger largest subtask"
+    )
+    rival = next((c.keyed for c in near if c.parallelism != parallelism), None)
+    if rival is not None and rival.max_over_mean < current.max_over_mean:
+        reason += f" (least skewed: {rival.parallelism} at {rival.max_over_mean:.2f}"
+        reason += ", with a larger largest subtask)" if rival.largest > current.largest else ")"
+    return reason + ", so moving the state would not pay"
 
 
 def _hottest(key_group_bytes: Sequence[int]) -> tuple[HotKeyGroup, ...]:
