@@ -128,7 +128,11 @@ def _print_operator_detail(op: OperatorSummary, deep: bool) -> None:
         print_table(*_operator_states_table(op, deep), title=title)
         for state in op.states:
             if state.copies is not None:
-                print_line(_copies_line(state, state.copies))
+                from rich.text import Text
+
+                from statectl.cli.tables import print_words
+
+                print_words(stdout_console(), Text(_copies_line(state, state.copies)))
     print_table(*_subtasks_table(op), title=f"{op.uid or op.id}: subtasks")
     if any(s.native for s in op.subtasks):
         _print_native_files(op)

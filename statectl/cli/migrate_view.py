@@ -66,7 +66,11 @@ def print_migration(report: MigrationReport) -> None:
         Column("files", "number", "right"),
         Column("bytes", "number", "right"),
     ]
-    print_table(columns, [list(_migrated_operator_row(op)) for op in report.operators])
+    edited: dict[str, int] = {}  # states edited, by operator label
+    for edit in report.states:
+        edited[edit.operator] = edited.get(edit.operator, 0) + 1
+    rows = [list(_migrated_operator_row(op, edited)) for op in report.operators]
+    print_table(columns, rows)
     stdout_console().print(
         f"{report.count(RENAMED)} renamed, {report.count(DROPPED)} dropped, "
         f"{report.count(CARRIED)} kept; {report.files} files, {human_bytes(report.bytes)}"
@@ -84,14 +88,15 @@ def _state_edit_text(edit: StateEditReport) -> str:
     return {"drop": "dropped", "ttl": "TTL on", "no-ttl": "TTL off"}.get(edit.action, edit.action)
 
 
-def _migrated_operator_row(op: MigratedOperator) -> tuple[str, ...]:
+def _migrated_operator_row(op: MigratedOperator, edited: dict[str, int]) -> tuple[str, ...]:
     from statectl.api.reports import DROPPED, RENAMED
 
     change = op.change
     old = change.old_uid or change.old_id
     if change.action == DROPPED:
         return old, change.old_id, "dropped", "", ""
-    name, what = old, "kept"
+    # An operator whose states were edited is not merely kept (the states: lines below).
+    name, what = old, "edited" if edited.get(old) else "kept"
     if change.action == RENAMED:  # a new uid that hashes to the old id only records the uid
         new_id = change.old_id != change.new_id
         name = f"{old} → {change.new_uid}" if new_id else old

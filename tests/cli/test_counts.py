@@ -76,9 +76,10 @@ def test_export_rows_of_a_broadcast_state_are_its_entries_once(tmp_path: Path) -
 def test_inspect_says_a_broadcast_count_is_of_one_copy() -> None:
     code, out, _ = run_cli("inspect", str(fixture_savepoint(FIXTURE)), "--operator", "bcast")
     assert code == 0
+    said = " ".join(out.split())  # as wrapped to the terminal
     assert (
         "bcast: broadcast state, its 5 entries counted once (each of 4 subtasks holds a copy)"
-        in (out)
+        in (said)
     )
 
 
@@ -88,3 +89,14 @@ def test_rescale_dry_run_calls_a_broadcast_share_a_copy_of_the_map() -> None:
     (bcast,) = [op for op in plan["operators"] if op["uid"] == "bcast"]
     shares = [sub["operator_state"]["bcast"] for sub in bcast["subtasks"]]
     assert shares == [{"mode": "BROADCAST", "copies": 1}] * 3
+
+
+def test_migrate_says_an_operator_with_edited_states_is_edited(tmp_path: Path) -> None:
+    path = str(fixture_savepoint(FIXTURE))
+    out = str(tmp_path / "out")
+    code, stdout, err = run_cli("migrate", path, "-o", out, "--drop-state", "keyed-str/lst")
+    assert code == 0, err
+    rows = {line.split("│")[1].strip(): line for line in stdout.splitlines() if "│" in line}
+    assert "edited" in rows["keyed-str"] and "kept" not in rows["keyed-str"]
+    assert "kept" in rows["keyed-long"]
+    assert "state keyed-str/lst: dropped" in stdout
