@@ -9,7 +9,7 @@ DEMO_REHASHED := .cache/demo/rehashed-m256
 DEMO_VALUES := tests/fixtures/values/2.3.0-hashmap-canonical/savepoint
 DEMO_OLD := tests/fixtures/values/1.20.3-rocksdb-native/savepoint
 
-.PHONY: setup demo test test-fast lint format bench clean
+.PHONY: setup demo test test-fast lint format docs bench clean
 
 setup: $(STAMP)
 
@@ -17,7 +17,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,java]'  # java: a JDK where none is installed
+	$(PY) -m pip install --quiet -e '.[test,java]'  # java: a JDK where none is installed; test: mkdocs too
 	# Bytecode now, as a wheel install has it: every command then starts without compiling.
 	$(PY) -m compileall -q statectl
 	touch $(STAMP)
@@ -43,14 +43,20 @@ test-fast: setup
 
 # ruff, mypy (strict for formats/) and the layer check: imports only point down.
 lint: setup
-	$(VENV)/bin/ruff check statectl tests bench
-	$(VENV)/bin/ruff format --check statectl tests bench
+	$(VENV)/bin/ruff check statectl tests bench docs
+	$(VENV)/bin/ruff format --check statectl tests bench docs
 	$(VENV)/bin/mypy
 	$(PY) -m pytest -q -p no:randomly tests/test_layers.py
 
 format: setup
-	$(VENV)/bin/ruff format statectl tests bench
-	$(VENV)/bin/ruff check --fix statectl tests bench
+	$(VENV)/bin/ruff format statectl tests bench docs
+	$(VENV)/bin/ruff check --fix statectl tests bench docs
+
+# The documentation site (mkdocs.yml: README.md is its home page, docs/ the rest), offline, into
+# .cache/site/ (open index.html). Strict: a broken link or anchor, or a page not in the nav, fails.
+# tests/test_docs.py builds it too, so `make test` (and CI) checks it.
+docs: setup
+	$(PY) -m mkdocs build --strict --site-dir .cache/site
 
 # Rescale wall time against cp -r and peak RSS, on synthetic savepoints cached in .cache/bench/
 # (canonical 2 GiB and 0.5 GiB), re-hash entries/s per core (10M entries, String and Long keys),
