@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 def summary_to_json(summary: SavepointSummary) -> dict[str, Any]:
-    """The documented `inspect --json` schema (see README)."""
+    """The documented `inspect --json` schema (docs/commands/inspect.md)."""
     return {
         **pick_fields(summary, "location", "metadata_version", "checkpoint_id", "snapshot"),
         "operators": [_operator_json(op, summary.deep) for op in summary.operators],

@@ -58,7 +58,7 @@ def renderer(json_output: bool) -> Renderer:
 
 
 class JsonRenderer:
-    """One JSON document on stdout (the schemas in the README); no progress bar, so
+    """One JSON document on stdout (the schemas in docs/commands/); no progress bar, so
     stderr stays quiet for scripts."""
 
     def inspect(self, summary: SavepointSummary) -> None:

@@ -1,7 +1,7 @@
 """The Spark engine: a command's tasks as a PySpark job, packed into one Spark task per core.
 
 `local[*]` starts an embedded session; any other `--master` is a cluster, to which the
-`statectl` package is shipped as a zip (workers need its dependencies, see README).
+`statectl` package is shipped as a zip (workers need its dependencies: docs/commands/index.md).
 Spark's console progress is off and its log level WARN; progress is reported through a
 callback fed by accumulators of files written and their state bytes. Spark's own failures (its
 JVM not starting or dying, a failed job) are one `SparkError` each (`spark_failures`).

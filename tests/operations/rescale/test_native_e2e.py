@@ -121,7 +121,7 @@ def outcome(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, A
         RestoreRequest(c.path, c.output_parallelism(parallelism[c.source]), backend=c.backend)
         for c in cases
     ]
-    # ForSt itself restores no canonical savepoint (Flink 2.3): the README says so.
+    # ForSt itself restores no canonical savepoint (Flink 2.3): docs/commands/convert.md says so.
     requests.append(RestoreRequest(root / "forst_native-convert", 2, backend="forst"))
     *results, forst_restore = harness.restore_check(requests)
     return {
