@@ -10,6 +10,7 @@ Option/case-class/Either serializers (flink-state-values.md §4, §5, §7.9).
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
@@ -47,6 +48,7 @@ class ListCodec(Codec):
     """`ListSerializer` (and `ArrayListSerializer`): i32 size, then the elements."""
 
     __slots__ = ("element",)
+    KIND = "LIST"  # in `describe` and `tree`; lower case in errors
 
     def __init__(self, element: Codec) -> None:
         self.element = element
@@ -83,23 +85,25 @@ class ListCodec(Codec):
         return [None if v is None else convert(v) for v in value]
 
     def describe(self) -> str:
-        return f"LIST<{self.element.describe()}>"
+        return f"{self.KIND}<{self.element.describe()}>"
 
     def tree(self) -> dict[str, Any]:
-        return {"type": "LIST", "element": self.element.tree()}
+        return {"type": self.KIND, "element": self.element.tree()}
 
 
-class SetCodec(ListCodec):
-    """`SetSerializer` (2.x): i32 size, then per element a null flag (1 = null) and the element."""
+class _FlaggedListCodec(ListCodec):
+    """i32 size, then per element a one-byte flag (`NULL_FLAG` for null) and the element."""
 
     __slots__ = ()
+    NULL_FLAG: int
 
     def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
-        count, pos = read_count(buf, pos, "set")
+        count, pos = read_count(buf, pos, self.KIND.lower())
         read = self.element.read
+        null_when_set = bool(self.NULL_FLAG)
         items: list[Any] = []
         for _ in range(count):
-            if buf[pos]:
+            if bool(buf[pos]) == null_when_set:
                 items.append(None)
                 pos += 1
                 continue
@@ -109,51 +113,30 @@ class SetCodec(ListCodec):
 
     def write(self, value: Any, out: bytearray) -> None:
         out += _I32.pack(len(value))
+        null_flag, present_flag = self.NULL_FLAG, 1 - self.NULL_FLAG
         for item in value:
-            out.append(1 if item is None else 0)
+            out.append(null_flag if item is None else present_flag)
             if item is not None:
                 self.element.write(item, out)
+
+
+class SetCodec(_FlaggedListCodec):
+    """`SetSerializer` (2.x): i32 size, then per element a null flag (1 = null) and the element."""
+
+    __slots__ = ()
+    KIND = "SET"
+    NULL_FLAG = 1
 
     def to_json(self, value: Any) -> Any:
         return sorted_json(super().to_json(value))
 
-    def describe(self) -> str:
-        return f"SET<{self.element.describe()}>"
 
-    def tree(self) -> dict[str, Any]:
-        return {"type": "SET", "element": self.element.tree()}
-
-
-class ObjectArrayCodec(ListCodec):
+class ObjectArrayCodec(_FlaggedListCodec):
     """`GenericArraySerializer` (`Long[]`, `T[]`): i32 length, per element 1 = present."""
 
     __slots__ = ()
-
-    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
-        count, pos = read_count(buf, pos, "array")
-        read = self.element.read
-        items: list[Any] = []
-        for _ in range(count):
-            if not buf[pos]:
-                items.append(None)
-                pos += 1
-                continue
-            item, pos = read(buf, pos + 1)
-            items.append(item)
-        return items, pos
-
-    def write(self, value: Any, out: bytearray) -> None:
-        out += _I32.pack(len(value))
-        for item in value:
-            out.append(0 if item is None else 1)
-            if item is not None:
-                self.element.write(item, out)
-
-    def describe(self) -> str:
-        return f"ARRAY<{self.element.describe()}>"
-
-    def tree(self) -> dict[str, Any]:
-        return {"type": "ARRAY", "element": self.element.tree()}
+    KIND = "ARRAY"
+    NULL_FLAG = 0
 
 
 class MapCodec(Codec):
@@ -406,10 +389,48 @@ def _enum(snapshot: SerializerSnapshot, context: Context) -> Codec:
 # --- Tuple, Row, case classes --------------------------------------------------------------------
 
 
-class StructCodec(Codec):
+class FieldsCodec(Codec):
+    """A value of named fields, each with its own serializer, as a dict of name → value: the
+    field-wise forms `StructCodec` and `pojo.PojoCodec` share."""
+
+    __slots__ = ("codecs", "names")
+
+    names: list[str]
+    codecs: list[Codec]
+
+    def _arrow_fields(self) -> list[tuple[str, pa.DataType]]:
+        return [(n, c.arrow_type()) for n, c in zip(self.names, self.codecs, strict=True)]
+
+    def _field_forms(self, value: Any, form: Callable[[Codec, Any], Any]) -> dict[str, Any]:
+        """Each field's value as `form(codec, value)` gives it; a null stays None."""
+        return {
+            n: None if (v := value.get(n)) is None else form(c, v)
+            for n, c in zip(self.names, self.codecs, strict=True)
+        }
+
+    def _fields_to_arrow(self, value: Any) -> dict[str, Any]:
+        return self._field_forms(value, lambda codec, v: codec.to_arrow(v))
+
+    def _fields_from_arrow(self, value: Any) -> dict[str, Any]:
+        return self._field_forms(value, lambda codec, v: codec.from_arrow(v))
+
+    def _fields_to_json(self, value: Any) -> dict[str, Any]:
+        return self._field_forms(value, lambda codec, v: codec.to_json(v))
+
+    def _described_fields(self) -> str:
+        """`name TYPE, …`, inside a `describe`'s braces."""
+        return ", ".join(
+            f"{n} {c.describe()}" for n, c in zip(self.names, self.codecs, strict=True)
+        )
+
+    def _field_trees(self) -> list[dict[str, Any]]:
+        return [{"name": n, **c.tree()} for n, c in zip(self.names, self.codecs, strict=True)]
+
+
+class StructCodec(FieldsCodec):
     """Fields back to back, each with its serializer (`TupleSerializer`, Scala case classes)."""
 
-    __slots__ = ("codecs", "label", "names", "type_class")
+    __slots__ = ("label", "type_class")
 
     def __init__(self, label: str, type_class: str, names: list[str], codecs: list[Codec]) -> None:
         self.label = label
@@ -432,43 +453,27 @@ class StructCodec(Codec):
 
         if not self.codecs:  # Parquet has no empty struct
             return pa.null()
-        return pa.struct(
-            [(n, c.arrow_type()) for n, c in zip(self.names, self.codecs, strict=True)]
-        )
+        return pa.struct(self._arrow_fields())
 
     def to_arrow(self, value: Any) -> Any:
         if not self.codecs:
             return None
-        return {
-            n: None if (v := value.get(n)) is None else c.to_arrow(v)
-            for n, c in zip(self.names, self.codecs, strict=True)
-        }
+        return self._fields_to_arrow(value)
 
     def from_arrow(self, value: Any) -> Any:
-        return {
-            n: None if (v := value.get(n)) is None else c.from_arrow(v)
-            for n, c in zip(self.names, self.codecs, strict=True)
-        }
+        return self._fields_from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
-        return {
-            n: None if (v := value.get(n)) is None else c.to_json(v)
-            for n, c in zip(self.names, self.codecs, strict=True)
-        }
+        return self._fields_to_json(value)
 
     def describe(self) -> str:
-        inner = ", ".join(
-            f"{n} {c.describe()}" for n, c in zip(self.names, self.codecs, strict=True)
-        )
-        return f"{self.label}{{{inner}}}"
+        return f"{self.label}{{{self._described_fields()}}}"
 
     def tree(self) -> dict[str, Any]:
         return {
             "type": self.label.split(" ", 1)[0],
             "class": self.type_class,
-            "fields": [
-                {"name": n, **c.tree()} for n, c in zip(self.names, self.codecs, strict=True)
-            ],
+            "fields": self._field_trees(),
         }
 
 

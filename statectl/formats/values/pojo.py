@@ -29,6 +29,7 @@ from statectl.formats.values import scalars
 from statectl.formats.values.composites import (
     Either,
     EitherCodec,
+    FieldsCodec,
     ListCodec,
     MapCodec,
     NullableCodec,
@@ -51,8 +52,8 @@ PRIMITIVE_SERIALIZERS = frozenset(
 )  # fmt: skip
 
 
-class PojoCodec(Codec):
-    __slots__ = ("codecs", "declared", "names", "registered", "subclasses", "type_class")
+class PojoCodec(FieldsCodec):
+    __slots__ = ("declared", "registered", "subclasses", "type_class")
 
     def __init__(
         self,
@@ -154,7 +155,7 @@ class PojoCodec(Codec):
     def arrow_type(self) -> pa.DataType:
         import pyarrow as pa
 
-        fields = [(n, c.arrow_type()) for n, c in zip(self.names, self.codecs, strict=True)]
+        fields = self._arrow_fields()
         readable = {n: c for n, c in self.subclasses.items() if c is not None}
         if readable:  # a subclass value: its class, and all its fields in a struct of its own
             fields.append((CLASS, pa.string()))
@@ -163,10 +164,7 @@ class PojoCodec(Codec):
 
     def to_arrow(self, value: Any) -> Any:
         subclass = value.get(CLASS)
-        converted = {
-            n: None if (v := value.get(n)) is None else c.to_arrow(v)
-            for n, c in zip(self.names, self.codecs, strict=True)
-        }
+        converted = self._fields_to_arrow(value)
         if subclass is not None:
             codec = self.subclasses[subclass]
             assert codec is not None
@@ -183,10 +181,7 @@ class PojoCodec(Codec):
             if codec is None or fields is None:
                 raise Undecodable(f"subclass {subclass} of {self.type_class} has no fields here")
             return {**codec.from_arrow(fields), CLASS: subclass}
-        return {
-            n: None if (v := value.get(n)) is None else c.from_arrow(v)
-            for n, c in zip(self.names, self.codecs, strict=True)
-        }
+        return self._fields_from_arrow(value)
 
     def to_json(self, value: Any) -> Any:
         subclass = value.get(CLASS)
@@ -194,24 +189,16 @@ class PojoCodec(Codec):
             codec = self.subclasses[subclass]
             assert codec is not None
             return codec.to_json({k: v for k, v in value.items() if k != CLASS})
-        return {
-            n: None if (v := value.get(n)) is None else c.to_json(v)
-            for n, c in zip(self.names, self.codecs, strict=True)
-        }
+        return self._fields_to_json(value)
 
     def describe(self) -> str:
-        inner = ", ".join(
-            f"{n} {c.describe()}" for n, c in zip(self.names, self.codecs, strict=True)
-        )
-        return f"POJO {self.type_class}{{{inner}}}"
+        return f"POJO {self.type_class}{{{self._described_fields()}}}"
 
     def tree(self) -> dict[str, Any]:
         tree: dict[str, Any] = {
             "type": "POJO",
             "class": self.type_class,
-            "fields": [
-                {"name": n, **c.tree()} for n, c in zip(self.names, self.codecs, strict=True)
-            ],
+            "fields": self._field_trees(),
         }
         if self.subclasses:
             tree["subclasses"] = {
