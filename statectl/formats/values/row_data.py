@@ -145,22 +145,12 @@ def _binary_row_data(snapshot: SerializerSnapshot, context: Context) -> Codec:
 # --- ArrayData, MapData --------------------------------------------------------------------------
 
 
-class _BinaryCodec(Codec):
-    """A serializer writing i32 size, then one binary structure described by a `Field`-like
-    layout."""
+class _FieldFormCodec(Codec):
+    """A serializer whose values take the Arrow and JSON forms of a binary-row `Field` of the
+    same type (`self.field`), which also describes them."""
 
-    __slots__ = ("field", "layout")
-
-    def __init__(self, field: Field, layout: ArrayLayout | MapLayout) -> None:
-        self.field = field
-        self.layout = layout
-
-    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
-        start, size = _sized(buf, pos, self.field.type.root.lower())
-        return self.layout.read(buf, start, size), start + size
-
-    def write(self, value: Any, out: bytearray) -> None:
-        _write_sized(self.layout.write(value), out)
+    __slots__ = ()
+    field: Field
 
     def arrow_type(self) -> pa.DataType:
         return self.field.arrow_type()
@@ -179,6 +169,24 @@ class _BinaryCodec(Codec):
 
     def tree(self) -> dict[str, Any]:
         return self.field.tree()
+
+
+class _BinaryCodec(_FieldFormCodec):
+    """A serializer writing i32 size, then one binary structure described by a `Field`-like
+    layout."""
+
+    __slots__ = ("field", "layout")
+
+    def __init__(self, field: Field, layout: ArrayLayout | MapLayout) -> None:
+        self.field = field
+        self.layout = layout
+
+    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
+        start, size = _sized(buf, pos, self.field.type.root.lower())
+        return self.layout.read(buf, start, size), start + size
+
+    def write(self, value: Any, out: bytearray) -> None:
+        _write_sized(self.layout.write(value), out)
 
 
 @register(_TYPEUTILS + "ArrayDataSerializer$ArrayDataSerializerSnapshot")
@@ -241,13 +249,14 @@ def _decimal_data(snapshot: SerializerSnapshot, context: Context) -> Codec:
     return DecimalDataCodec(int(snapshot.param("precision")), int(snapshot.param("scale")))
 
 
-class TimestampDataCodec(Codec):
+class TimestampDataCodec(_FieldFormCodec):
     """`TimestampDataSerializer(p)`: i64 epoch millis, and for p > 3 an i32 nanoOfMillisecond.
     The snapshot does not say TIMESTAMP or TIMESTAMP_LTZ: shown as TIMESTAMP (no zone), as Flink
     shows a bare `TimestampData`."""
 
     __slots__ = ("field", "fixed_length")
     type_class = "org.apache.flink.table.data.TimestampData"
+    field: TimestampField
 
     def __init__(self, precision: int) -> None:
         logical = LogicalType("TIMESTAMP_WITHOUT_TIME_ZONE", precision=precision)
@@ -267,21 +276,6 @@ class TimestampDataCodec(Codec):
             return
         millis, nano_of_milli = divmod(value, 1_000_000)
         out += _LONG.pack(millis) + _LENGTH.pack(nano_of_milli)
-
-    def arrow_type(self) -> pa.DataType:
-        return self.field.arrow_type()
-
-    def to_arrow(self, value: Any) -> Any:
-        return self.field.to_arrow(value)
-
-    def from_arrow(self, value: Any) -> Any:
-        return self.field.from_arrow(value)
-
-    def to_json(self, value: Any) -> Any:
-        return self.field.to_json(value)
-
-    def describe(self) -> str:
-        return self.field.describe()
 
 
 @register(_TYPEUTILS + "TimestampDataSerializer$TimestampDataSerializerSnapshot")
