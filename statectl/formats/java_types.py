@@ -185,7 +185,9 @@ def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
             raise ValueError("varint longer than 5 bytes")
 
 
-def _varint(value: int) -> bytes:
+def write_varint(value: int) -> bytes:
+    """An unsigned varint, 7 bits per byte, least significant first (also Kryo's
+    `Output.writeVarInt` of a value already made unsigned)."""
     out = bytearray()
     while value >= 0x80:
         out.append((value & 0x7F) | 0x80)
@@ -242,11 +244,11 @@ def write_string_value(text: str) -> bytes:
 
 def _write_utf16_varints(text: str, shift: int) -> bytes:
     if text.isascii():
-        return _varint(len(text) + shift) + text.encode("ascii")
+        return write_varint(len(text) + shift) + text.encode("ascii")
     units = text.encode("utf-16-be", "surrogatepass")
-    out = bytearray(_varint(len(units) // 2 + shift))
+    out = bytearray(write_varint(len(units) // 2 + shift))
     for (unit,) in struct.iter_unpack(">H", units):
-        out += _varint(unit)
+        out += write_varint(unit)
     return bytes(out)
 
 

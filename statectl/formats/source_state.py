@@ -32,11 +32,11 @@ import re
 import struct
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from statectl.errors import FormatError
 from statectl.formats.java_io import DataReader, DataWriter
-from statectl.formats.java_types import read_java_string, write_java_string
+from statectl.formats.java_types import read_java_string, write_java_string, write_varint
 
 READER_STATE = "SourceReaderState"  # SourceOperator's list state of splits
 LEGACY_KAFKA_STATE = "topic-partition-offset-states"  # FlinkKafkaConsumerBase (union)
@@ -74,6 +74,28 @@ class Versioned:
 
     version: int
     data: bytes
+
+
+State = TypeVar("State")
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout(Generic[State]):
+    """How one source kind's splits (or enumerator states) are read and written, by version."""
+
+    type: type[State]
+    read: Callable[[bytes, int], State]
+    write: Callable[[State, int], bytes]
+
+
+def _written(
+    layouts: Mapping[str, _Layout[State]], kind: str, value: State, version: int, what: str
+) -> Versioned:
+    """`value` written by the layout of `kind`, which must be the layout of its type."""
+    layout = layouts.get(kind)
+    if layout is None or not isinstance(value, layout.type):
+        raise FormatError(f"cannot write a {type(value).__name__} as a {kind} {what}")
+    return Versioned(version, layout.write(value, version))
 
 
 @dataclass(frozen=True, slots=True)
@@ -404,28 +426,25 @@ def write_number_sequence_split(split: NumberSequenceSplit, version: int = 1) ->
     return out.getvalue()
 
 
-_SPLIT_READERS: dict[str, Callable[[bytes, int], Split]] = {
-    FILE: read_file_split,
-    KAFKA: read_kafka_split,
-    NUMBER_SEQUENCE: read_number_sequence_split,
+# Any: each layout takes its own kind's type of split.
+_SPLIT_LAYOUTS: dict[str, _Layout[Any]] = {
+    FILE: _Layout(FileSplit, read_file_split, write_file_split),
+    KAFKA: _Layout(KafkaSplit, read_kafka_split, write_kafka_split),
+    NUMBER_SEQUENCE: _Layout(
+        NumberSequenceSplit, read_number_sequence_split, write_number_sequence_split
+    ),
 }
 
 
 def read_split(kind: str, split: Versioned) -> Split:
     """The split of a known source `kind`; FormatError (with offsets) if it does not parse."""
-    return _SPLIT_READERS[kind](split.data, split.version)
+    read: Split = _SPLIT_LAYOUTS[kind].read(split.data, split.version)
+    return read
 
 
 def write_split(kind: str, split: Split, version: int) -> Versioned:
     """`read_split`'s inverse: the split serializer's output and its version."""
-    match kind, split:
-        case "file", FileSplit():
-            return Versioned(version, write_file_split(split, version))
-        case "kafka", KafkaSplit():
-            return Versioned(version, write_kafka_split(split, version))
-        case "number-sequence", NumberSequenceSplit():
-            return Versioned(version, write_number_sequence_split(split, version))
-    raise FormatError(f"cannot write a {type(split).__name__} as a {kind} split")
+    return _written(_SPLIT_LAYOUTS, kind, split, version, "split")
 
 
 def split_kinds(split: Versioned) -> tuple[str, ...]:
@@ -666,29 +685,30 @@ def write_number_sequence_enumerator(state: NumberSequenceEnumerator, version: i
     return struct.pack(">i", len(splits)) + b"".join(splits)
 
 
-_ENUMERATOR_READERS: dict[str, Callable[[bytes, int], Enumerator]] = {
-    FILE: read_file_enumerator,
-    KAFKA: read_kafka_enumerator,
-    NUMBER_SEQUENCE: read_number_sequence_enumerator,
+def _write_kafka_enumerator_of(state: KafkaEnumerator, version: int) -> bytes:
+    """`write_kafka_enumerator`, of a state read as that `version` (its layout differs by it)."""
+    if state.version != version:
+        raise FormatError(f"a v{state.version} Kafka enumerator state is not v{version}")
+    return write_kafka_enumerator(state)
+
+
+_ENUMERATOR_LAYOUTS: dict[str, _Layout[Any]] = {
+    FILE: _Layout(FileEnumerator, read_file_enumerator, write_file_enumerator),
+    KAFKA: _Layout(KafkaEnumerator, read_kafka_enumerator, _write_kafka_enumerator_of),
+    NUMBER_SEQUENCE: _Layout(
+        NumberSequenceEnumerator, read_number_sequence_enumerator, write_number_sequence_enumerator
+    ),
 }
 
 
 def read_enumerator(kind: str, state: Versioned) -> Enumerator:
-    return _ENUMERATOR_READERS[kind](state.data, state.version)
+    read: Enumerator = _ENUMERATOR_LAYOUTS[kind].read(state.data, state.version)
+    return read
 
 
 def write_enumerator(kind: str, state: Enumerator, version: int) -> Versioned:
     """`read_enumerator`'s inverse."""
-    match kind, state:
-        case "file", FileEnumerator():
-            return Versioned(version, write_file_enumerator(state, version))
-        case "kafka", KafkaEnumerator():
-            if state.version != version:
-                raise FormatError(f"a v{state.version} Kafka enumerator state is not v{version}")
-            return Versioned(version, write_kafka_enumerator(state))
-        case "number-sequence", NumberSequenceEnumerator():
-            return Versioned(version, write_number_sequence_enumerator(state, version))
-    raise FormatError(f"cannot write a {type(state).__name__} as a {kind} enumerator")
+    return _written(_ENUMERATOR_LAYOUTS, kind, state, version, "enumerator")
 
 
 def enumerator_kinds(state: Versioned) -> tuple[str, ...]:
@@ -799,10 +819,10 @@ def read_legacy_kafka_element(data: bytes) -> LegacyKafkaOffset:
 def write_legacy_kafka_element(offset: LegacyKafkaOffset) -> bytes:
     """`read_legacy_kafka_element`'s inverse: Kryo 2.24's `Output` writes of a
     KafkaTopicPartition (class id 85, its hash recomputed as Java does), then the i64."""
-    out = bytearray(_kryo_varint(_KRYO_KAFKA_TOPIC_PARTITION + 2))
+    out = bytearray(write_varint(_KRYO_KAFKA_TOPIC_PARTITION + 2))
     out += b"\x01"  # Kryo.NOT_NULL: a new object
     cached_hash = _java_int(31 * _java_hash(offset.topic) + offset.partition)
-    out += _kryo_varint(_zigzag(cached_hash)) + _kryo_varint(_zigzag(offset.partition))
+    out += write_varint(_zigzag(cached_hash)) + write_varint(_zigzag(offset.partition))
     out += b"\x01" + _kryo_string(offset.topic)
     return bytes(out) + struct.pack(">q", offset.offset)
 
@@ -810,16 +830,6 @@ def write_legacy_kafka_element(offset: LegacyKafkaOffset) -> bytes:
 def _zigzag(value: int) -> int:
     value = _java_int(value)
     return ((value << 1) ^ (value >> 31)) & 0xFFFFFFFF
-
-
-def _kryo_varint(value: int) -> bytes:
-    """`Output.writeVarInt` of a 32-bit value already made unsigned."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _kryo_string(text: str) -> bytes:
