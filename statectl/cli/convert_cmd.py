@@ -8,22 +8,20 @@ from typing import Annotated
 import typer
 
 from statectl.cli.options import (
-    DEFAULT_MASTER,
-    AllowExternalFilesOption,
     DestinationOption,
     DryRunOption,
-    HeadStartOption,
     JsonOption,
-    MasterOption,
     OverwriteOption,
+    ReadOptions,
     SourceArgument,
-    SparkConfOption,
-    StorageOptionFlags,
+    SparkOptions,
+    option_groups,
     parse_keyed_format,
 )
 from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
 
 
+@option_groups
 def convert(
     source: SourceArgument,
     destination: DestinationOption,
@@ -36,14 +34,12 @@ def convert(
             "(RocksDB instances).",
         ),
     ] = "canonical",
-    master: MasterOption = DEFAULT_MASTER,
-    conf: SparkConfOption = None,
-    head_start: HeadStartOption = True,
+    *,
+    spark: SparkOptions,
     overwrite: OverwriteOption = False,
     dry_run: DryRunOption = False,
     json_output: JsonOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    read: ReadOptions,
 ) -> None:
     """Convert keyed state between RocksDB native instances and canonical key-group blocks.
 
@@ -67,13 +63,10 @@ def convert(
     import statectl
 
     keyed_format = parse_keyed_format(format)
-    flags = WriteFlags(
-        destination, overwrite, dry_run, json_output, master, conf, head_start, allow_external_files
-    )
+    flags = WriteFlags(destination, overwrite, dry_run, json_output, spark, read)
     plan_and_write(
         "convert",
         source,
-        storage_option,
         flags,
         lambda sp: statectl.plan_rescale(sp, keyed_format=keyed_format),  # same parallelism
     )

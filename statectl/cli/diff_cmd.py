@@ -8,17 +8,17 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
-    AllowExternalFilesOption,
     JsonOption,
     MasterImpliesSparkOption,
     OperatorOption,
+    ReadOptions,
     SparkConfOption,
-    StorageOptionFlags,
+    option_groups,
     parse_spark_conf,
-    parse_storage_options,
 )
 
 
+@option_groups
 def diff_command(
     a: Annotated[
         str,
@@ -37,8 +37,8 @@ def diff_command(
     ] = None,
     master: MasterImpliesSparkOption = None,
     conf: SparkConfOption = None,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Compare the state of two savepoints, whatever their parallelism and file layout.
 
@@ -54,13 +54,12 @@ def diff_command(
     """
     import statectl
 
-    options = parse_storage_options(storage_option)
     spark_conf = parse_spark_conf(conf)
     render = output.renderer(json_output)
     with render.progress("diff", writes=False) as progress:
         progress.phase("reading metadata")
-        sp_a = statectl.open(a, options, allow_external_files=allow_external_files)
-        sp_b = statectl.open(b, options, allow_external_files=allow_external_files)
+        sp_a = read.open(a)
+        sp_b = read.open(b)
         # Refuse inconsistent input before reading entries.
         sp_a.ensure_consistent(progress=progress.update)
         sp_b.ensure_consistent(progress=progress.update)

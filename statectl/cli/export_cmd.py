@@ -8,19 +8,19 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
-    AllowExternalFilesOption,
     JsonSummaryOption,
     MasterImpliesSparkOption,
     OperatorOption,
     OverwriteOutOption,
+    ReadOptions,
     SavepointArgument,
     SparkConfOption,
-    StorageOptionFlags,
+    option_groups,
     parse_spark_conf,
-    parse_storage_options,
 )
 
 
+@option_groups
 def export_command(
     path: SavepointArgument,
     out: Annotated[
@@ -51,8 +51,8 @@ def export_command(
     conf: SparkConfOption = None,
     overwrite: OverwriteOutOption = False,
     json_output: JsonSummaryOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Write one Parquet row per state entry: raw bytes plus JSON-decoded columns.
 
@@ -74,11 +74,10 @@ def export_command(
     """
     import statectl
 
-    options = parse_storage_options(storage_option)
     render = output.renderer(json_output)
     with render.progress("export", writes=False) as progress:
         progress.phase("reading metadata")
-        sp = statectl.open(path, options, allow_external_files=allow_external_files)
+        sp = read.open(path)
         sp.ensure_consistent(operator, progress=progress.update)
         report = statectl.export(
             sp,
@@ -90,7 +89,7 @@ def export_command(
             master=master,
             spark_conf=parse_spark_conf(conf),
             overwrite=overwrite,
-            storage_options=options,
+            storage_options=read.storage_options,
             progress=progress.update,
         )
     render.export(report)

@@ -8,15 +8,15 @@ import typer
 
 from statectl.cli import output
 from statectl.cli.options import (
-    AllowExternalFilesOption,
     JsonOption,
     OperatorOption,
+    ReadOptions,
     SavepointArgument,
-    StorageOptionFlags,
-    parse_storage_options,
+    option_groups,
 )
 
 
+@option_groups
 def inspect(
     path: SavepointArgument,
     json_output: JsonOption = False,
@@ -24,8 +24,8 @@ def inspect(
     deep: Annotated[
         bool, typer.Option("--deep", help="Walk every key-group block and count entries per state.")
     ] = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Show operators, states, key-group ranges and bytes per subtask.
 
@@ -37,13 +37,11 @@ def inspect(
 
       statectl inspect ./sp --json | jq '.operators[] | {uid, parallelism}'
     """
-    import statectl
 
-    options = parse_storage_options(storage_option)
     render = output.renderer(json_output)
     with render.progress("inspect", writes=False, shown=deep) as progress:
         progress.phase("reading metadata")
-        savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+        savepoint = read.open(path)
         savepoint.ensure_consistent(operator, progress=progress.update)
         summary = savepoint.inspect(operator, deep, progress=progress.update)
     render.inspect(summary)

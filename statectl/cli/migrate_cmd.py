@@ -8,18 +8,13 @@ import typer
 
 from statectl.cli import console, migrate_view, output
 from statectl.cli.options import (
-    DEFAULT_MASTER,
-    AllowExternalFilesOption,
     DestinationOption,
-    HeadStartOption,
     JsonOption,
-    MasterOption,
     OverwriteOption,
+    ReadOptions,
     SourceArgument,
-    SparkConfOption,
-    StorageOptionFlags,
-    parse_spark_conf,
-    parse_storage_options,
+    SparkOptions,
+    option_groups,
 )
 
 
@@ -28,6 +23,7 @@ def _repeatable(flag: str, metavar: str, help: str) -> Any:
     return typer.Option(flag, metavar=metavar, help=help)
 
 
+@option_groups
 def migrate_command(
     source: SourceArgument,
     destination: DestinationOption,
@@ -93,11 +89,9 @@ def migrate_command(
     ] = None,
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
-    master: MasterOption = DEFAULT_MASTER,
-    conf: SparkConfOption = None,
-    head_start: HeadStartOption = True,
+    *,
+    read: ReadOptions,
+    spark: SparkOptions,
 ) -> None:
     """Rename or drop operators and states, set TTL or source positions.
 
@@ -142,15 +136,15 @@ def migrate_command(
                 param_hint="'--kafka-offset' / '--file-position'",
             )
         _move_sources(source, destination, offsets, files, renames, drop or (), overwrite,
-                      json_output, storage_option, allow_external_files)  # fmt: skip
+                      json_output, read)  # fmt: skip
         return
     if not (renames or drop or drops or state_renames or ttls or no_ttls):
         raise typer.BadParameter(
             "nothing to do: give at least one of them",
             param_hint="'--rename-uid' / '--drop' / '--drop-state' / '--rename-state' / '--ttl'",
         )
-    options = parse_storage_options(storage_option)
-    savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
+    options = read.storage_options
+    savepoint = read.open(source)
     plan = statectl.plan_migration(  # of a consistent savepoint
         savepoint,
         renames,
@@ -169,9 +163,9 @@ def migrate_command(
             overwrite=overwrite,
             storage_options=options,
             progress=progress.update,
-            master=master,
-            spark_conf=parse_spark_conf(conf),
-            head_start=head_start,
+            master=spark.master,
+            spark_conf=spark.spark_conf,
+            head_start=spark.head_start,
         )
     render.migrate(report)
 
@@ -234,14 +228,13 @@ def _move_sources(
     drops: list[str] | tuple[str, ...],
     overwrite: bool,
     json_output: bool,
-    storage_option: list[str] | None,
-    allow_external_files: bool,
+    read: ReadOptions,
 ) -> None:
     import statectl
     from statectl.api import stale_staging
 
-    options = parse_storage_options(storage_option)
-    savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
+    options = read.storage_options
+    savepoint = read.open(source)
     console.warn_stale_staging(stale_staging(destination, options))
     report = statectl.set_positions(
         savepoint, destination, kafka_offsets=offsets, file_positions=files, renames=renames,

@@ -1,13 +1,22 @@
-"""Options and arguments shared by several commands, declared once, and their parsing.
+"""Options and arguments shared by several commands, declared once, and their parsing; the
+options that travel together as groups (`ReadOptions`, `SparkOptions`, see `option_groups`).
 
 Names, help texts and defaults are part of the interface: users' scripts depend on them.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast, get_type_hints
 
 import typer
+
+if TYPE_CHECKING:
+    from statectl.api import Savepoint
 
 DEFAULT_MASTER = "local[*]"
 
@@ -127,3 +136,74 @@ def parse_keyed_format(value: str | None) -> str | None:
             f"{value!r}: choose 'native' or 'canonical'", param_hint="--format"
         )
     return value.lower()
+
+
+# --- option groups ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How a command reads savepoints: `--storage-option` and `--allow-external-files`."""
+
+    storage_option: StorageOptionFlags = None
+    allow_external_files: AllowExternalFilesOption = False
+
+    @property
+    def storage_options(self) -> dict[str, Any] | None:
+        return parse_storage_options(self.storage_option)
+
+    def open(self, path: str) -> Savepoint:
+        """The savepoint at `path`, read with these options."""
+        import statectl
+
+        options = self.storage_options
+        return statectl.open(path, options, allow_external_files=self.allow_external_files)
+
+
+@dataclass(frozen=True)
+class SparkOptions:
+    """Where a write runs its tasks: `--master`, `--conf` and `--head-start`."""
+
+    master: MasterOption = DEFAULT_MASTER
+    conf: SparkConfOption = None
+    head_start: HeadStartOption = True
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        return parse_spark_conf(self.conf)
+
+
+Command = TypeVar("Command", bound=Callable[..., None])
+
+
+def option_groups(command: Command) -> Command:
+    """`command` as typer sees it: each parameter typed with an option group (`ReadOptions`,
+    `SparkOptions`) becomes that group's options, in its place; the command gets the group."""
+    signature = inspect.signature(command, eval_str=True)
+    groups: dict[str, type[Any]] = {}
+    parameters: list[inspect.Parameter] = []
+    for parameter in signature.parameters.values():
+        group = parameter.annotation
+        if not dataclasses.is_dataclass(group):
+            parameters.append(parameter)
+            continue
+        assert isinstance(group, type)
+        groups[parameter.name] = group
+        hints = get_type_hints(group, include_extras=True)
+        parameters += [
+            inspect.Parameter(
+                field.name, parameter.kind, default=field.default, annotation=hints[field.name]
+            )
+            for field in dataclasses.fields(group)
+        ]
+
+    @functools.wraps(command)
+    def grouped(**given: Any) -> None:
+        for name, group in groups.items():
+            fields = dataclasses.fields(group)
+            given[name] = group(**{field.name: given.pop(field.name) for field in fields})
+        command(**given)
+
+    grouped.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+    grouped.__annotations__ = {p.name: p.annotation for p in parameters}
+    return cast(Command, grouped)

@@ -9,15 +9,15 @@ import typer
 
 from statectl.cli import console, output
 from statectl.cli.options import (
-    AllowExternalFilesOption,
     JsonOption,
     OperatorOption,
+    ReadOptions,
     SavepointArgument,
-    StorageOptionFlags,
-    parse_storage_options,
+    option_groups,
 )
 
 
+@option_groups
 def plan(
     path: SavepointArgument,
     parallelism: Annotated[
@@ -46,8 +46,8 @@ def plan(
             help="Also draw the charts into this PNG file (pip install 'statectl[plot]').",
         ),
     ] = None,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Bytes per key group and per new subtask at each candidate parallelism, and the skew.
 
@@ -64,11 +64,10 @@ def plan(
     import statectl
 
     candidates = _candidates(parallelism)
-    options = parse_storage_options(storage_option)
     render = output.renderer(json_output)
     with render.progress("plan", writes=False, shown=deep) as progress:
         progress.phase("reading metadata")
-        savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+        savepoint = read.open(path)
         result = statectl.plan(savepoint, operator, candidates, deep, progress=progress.update)
     render.parallelism_plan(result)
     if png:

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from statectl.cli.options import (
-    AllowExternalFilesOption,
     JsonOption,
     OperatorOption,
+    ReadOptions,
     SavepointArgument,
-    StorageOptionFlags,
-    parse_storage_options,
+    option_groups,
 )
 
 
+@option_groups
 def positions_command(
     path: SavepointArgument,
     json_output: JsonOption = False,
     operator: OperatorOption = None,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Show each source's splits and offsets, where the job resumes reading.
 
@@ -30,12 +30,10 @@ def positions_command(
 
       statectl positions ./sp --operator kafka-in --json | jq '.sources[0].splits'
     """
-    import statectl
     from statectl.cli import positions_view
     from statectl.cli.console import print_json
 
-    options = parse_storage_options(storage_option)
-    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+    savepoint = read.open(path)
     report = savepoint.positions(operator)
     if json_output:
         print_json(positions_view.positions_json(report))

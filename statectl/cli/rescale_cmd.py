@@ -13,20 +13,15 @@ import typer
 
 from statectl.cli import console, output
 from statectl.cli.options import (
-    DEFAULT_MASTER,
-    AllowExternalFilesOption,
     DestinationOption,
     DryRunOption,
-    HeadStartOption,
     JsonOption,
     KeyedFormatOption,
-    MasterOption,
     OverwriteOption,
-    SparkConfOption,
-    StorageOptionFlags,
+    ReadOptions,
+    SparkOptions,
+    option_groups,
     parse_keyed_format,
-    parse_spark_conf,
-    parse_storage_options,
 )
 
 if TYPE_CHECKING:
@@ -34,6 +29,7 @@ if TYPE_CHECKING:
     from statectl.api.reports import Engine, RescalePlan, RescaleReport
 
 
+@option_groups
 def rescale(
     source: Annotated[
         str, typer.Argument(help="Savepoint to read (directory or _metadata, path or URL).")
@@ -70,14 +66,12 @@ def rescale(
         ),
     ] = None,
     keyed_format: KeyedFormatOption = None,
-    master: MasterOption = DEFAULT_MASTER,
-    conf: SparkConfOption = None,
-    head_start: HeadStartOption = True,
+    *,
+    spark: SparkOptions,
     overwrite: OverwriteOption = False,
     dry_run: DryRunOption = False,
     json_output: JsonOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    read: ReadOptions,
 ) -> None:
     """Repartition keyed state by key group and redistribute operator state, as Flink would.
 
@@ -117,10 +111,8 @@ def rescale(
             keyed_format=parse_keyed_format(keyed_format),
         )
 
-    flags = WriteFlags(
-        destination, overwrite, dry_run, json_output, master, conf, head_start, allow_external_files
-    )
-    plan_and_write("rescale", source, storage_option, flags, plan_with)
+    flags = WriteFlags(destination, overwrite, dry_run, json_output, spark, read)
+    plan_and_write("rescale", source, flags, plan_with)
 
 
 def _operator_override(pair: str) -> tuple[str, int]:
@@ -148,16 +140,13 @@ class WriteFlags:
     overwrite: bool
     dry_run: bool
     json_output: bool
-    master: str
-    conf: list[str] | None
-    head_start: bool = True
-    allow_external_files: bool = False  # read, not written: see `open_savepoint`
+    spark: SparkOptions
+    read: ReadOptions
 
 
 def plan_and_write(
     command: str,
     source: str,
-    storage_option: list[str] | None,
     flags: WriteFlags,
     make_plan: Callable[[Savepoint], RescalePlan],
 ) -> None:
@@ -166,23 +155,22 @@ def plan_and_write(
     A write prepares its engine first (a cluster's Spark starts in the background, so that its
     start overlaps reading and planning); `--json` reports the seconds of each phase
     (`timings`) and where the tasks ran (`tasks`)."""
-    import statectl
     from statectl.api import predicted_loads, prepare_engine
 
-    options = parse_storage_options(storage_option)
+    options = flags.read.storage_options
     engine, conf = None, {}
     if not flags.dry_run:
-        conf = parse_spark_conf(flags.conf)
+        conf = flags.spark.spark_conf
         engine = prepare_engine(
             source,
             flags.destination,
-            master=flags.master,
+            master=flags.spark.master,
             spark_conf=conf,
             storage_options=options,
-            head_start=flags.head_start,
+            head_start=flags.spark.head_start,
         )
     clock = [time.monotonic()]  # after the imports, once a cluster's Spark is starting
-    savepoint = statectl.open(source, options, allow_external_files=flags.allow_external_files)
+    savepoint = flags.read.open(source)
     savepoint.ensure_consistent()  # refuse inconsistent input before planning or writing
     clock.append(time.monotonic())
     plan = make_plan(savepoint)
@@ -216,9 +204,9 @@ def _write(
             plan,
             flags.destination,
             overwrite=flags.overwrite,
-            master=flags.master,
+            master=flags.spark.master,
             spark_conf=conf,
-            head_start=flags.head_start,
+            head_start=flags.spark.head_start,
             engine=engine,
             progress=progress.update,
             storage_options=options,

@@ -8,19 +8,19 @@ import typer
 
 from statectl.cli import console, output
 from statectl.cli.options import (
-    AllowExternalFilesOption,
     DestinationOption,
     JsonOption,
     MasterOption,
     OverwriteOption,
+    ReadOptions,
     SourceArgument,
     SparkConfOption,
-    StorageOptionFlags,
+    option_groups,
     parse_spark_conf,
-    parse_storage_options,
 )
 
 
+@option_groups
 def transform_command(
     source: SourceArgument,
     destination: DestinationOption,
@@ -58,8 +58,8 @@ def transform_command(
     conf: SparkConfOption = None,
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Edit one keyed state as a table and write the savepoint back with the result.
 
@@ -87,9 +87,9 @@ def transform_command(
 
     if (sql is None) == (python is None):
         raise typer.BadParameter("give exactly one of them", param_hint="'--sql' / '--python'")
-    options = parse_storage_options(storage_option)
+    options = read.storage_options
     spark_conf = parse_spark_conf(conf)
-    savepoint = statectl.open(source, options, allow_external_files=allow_external_files)
+    savepoint = read.open(source)
     console.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(json_output)
     with render.progress("transform") as progress:

@@ -7,20 +7,16 @@ from typing import Annotated
 import typer
 
 from statectl.cli.options import (
-    DEFAULT_MASTER,
-    AllowExternalFilesOption,
-    HeadStartOption,
     JsonOption,
-    MasterOption,
     OverwriteOption,
+    ReadOptions,
     SavepointArgument,
-    SparkConfOption,
-    StorageOptionFlags,
-    parse_spark_conf,
-    parse_storage_options,
+    SparkOptions,
+    option_groups,
 )
 
 
+@option_groups
 def upgrade_command(
     path: SavepointArgument,
     check: Annotated[
@@ -49,11 +45,9 @@ def upgrade_command(
     ] = None,
     overwrite: OverwriteOption = False,
     json_output: JsonOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
-    master: MasterOption = DEFAULT_MASTER,
-    conf: SparkConfOption = None,
-    head_start: HeadStartOption = True,
+    *,
+    read: ReadOptions,
+    spark: SparkOptions,
 ) -> None:
     """Check a Flink 1.x savepoint for Flink 2.x, or rewrite it so that 2.x restores it.
 
@@ -86,8 +80,8 @@ def upgrade_command(
 
     if check == (destination is not None):
         raise typer.BadParameter("give exactly one of them", param_hint="'--check' / '-o'")
-    options = parse_storage_options(storage_option)
-    savepoint = statectl.open(path, options, allow_external_files=allow_external_files)
+    options = read.storage_options
+    savepoint = read.open(path)
     if destination is not None:
         from statectl.api import stale_staging
         from statectl.cli import console
@@ -96,7 +90,7 @@ def upgrade_command(
         written = statectl.upgrade(
             savepoint, destination, to=to, drop_unconvertible=drop_unconvertible,
             classpath=classpath or (), overwrite=overwrite, storage_options=options,
-            master=master, spark_conf=parse_spark_conf(conf), head_start=head_start,
+            master=spark.master, spark_conf=spark.spark_conf, head_start=spark.head_start,
         )  # fmt: skip
         upgrade_view.print_upgrade(written, json_output)
         return

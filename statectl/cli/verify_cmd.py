@@ -11,15 +11,10 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import (
-    AllowExternalFilesOption,
-    JsonOption,
-    SavepointArgument,
-    StorageOptionFlags,
-    parse_storage_options,
-)
+from statectl.cli.options import JsonOption, ReadOptions, SavepointArgument, option_groups
 
 
+@option_groups
 def verify(
     path: SavepointArgument,
     deep: Annotated[
@@ -30,8 +25,8 @@ def verify(
         ),
     ] = False,
     json_output: JsonOption = False,
-    storage_option: StorageOptionFlags = None,
-    allow_external_files: AllowExternalFilesOption = False,
+    *,
+    read: ReadOptions,
 ) -> None:
     """Check that a savepoint is complete and consistent; exit 1 when it is not.
 
@@ -47,11 +42,10 @@ def verify(
     """
     import statectl
 
-    options = parse_storage_options(storage_option)
     render = output.renderer(json_output)
     with render.progress("verify", writes=False, shown=deep) as progress:
         result = statectl.verify(
-            path, deep, options, allow_external_files=allow_external_files,
+            path, deep, read.storage_options, allow_external_files=read.allow_external_files,
             progress=progress.update,
         )  # fmt: skip
     render.verify(result)
