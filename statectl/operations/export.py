@@ -685,7 +685,7 @@ def _export_folder(
     progress: ProgressCallback | None = None,
 ) -> ExportReport:
     staged = writer.stage(output.rstrip("/"), overwrite, storage_options, PARQUET_FOLDER)
-    try:
+    with writer.discarded_on_failure(staged, name_os_errors=True):
         url = staged.staging_url
 
         def run(task: ExportTask) -> list[_PartResult]:
@@ -700,12 +700,6 @@ def _export_folder(
             with staged.staging.fs.open(staged.staging.child("part-00000.parquet").path, "wb") as f:
                 write_rows(iter(()), f)
         writer.publish_folder(staged)
-    except OSError as exc:
-        writer.discard(staged)
-        raise writer.unwritable(exc, staged.destination) from None
-    except BaseException:
-        writer.discard(staged)
-        raise
     tally = Tally()
     for part in parts:
         tally.add(part.tally)

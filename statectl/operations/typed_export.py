@@ -198,7 +198,7 @@ def export_typed(
     tasks = plan_typed(sp, operator, state)
     engine = engine or LocalEngine()
     staged = writer.stage(output.rstrip("/"), overwrite, storage_options, TYPED_FOLDER)
-    try:
+    with writer.discarded_on_failure(staged, name_os_errors=True):
         url = staged.staging_url
         start_named(engine, progress)
         if progress is not None:
@@ -209,12 +209,6 @@ def export_typed(
         )
         parts = [part for result in results for part in result]
         writer.publish_folder(staged)
-    except OSError as exc:
-        writer.discard(staged)
-        raise writer.unwritable(exc, staged.destination) from None
-    except BaseException:
-        writer.discard(staged)
-        raise
     states: dict[str, int] = {}
     raw: dict[str, tables.RawTally] = {}
     for part in parts:

@@ -29,7 +29,7 @@ import shutil
 import socket
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -369,6 +369,24 @@ def remove_abandoned(staged: StagedSavepoint) -> list[str]:
                 staging.fs.rm(staging.path, recursive=True)
                 removed.append(staging.url)
     return removed
+
+
+@contextlib.contextmanager
+def discarded_on_failure(
+    staged: StagedSavepoint, *, name_os_errors: bool = False
+) -> Iterator[None]:
+    """The block that writes into `staged`: if it fails, the staging folder is removed and the
+    error passed on; with `name_os_errors`, an OSError as one line naming the destination."""
+    try:
+        yield
+    except OSError as exc:
+        discard(staged)
+        if name_os_errors:
+            raise unwritable(exc, staged.destination) from None
+        raise
+    except BaseException:
+        discard(staged)
+        raise
 
 
 def discard(staged: StagedSavepoint) -> None:
