@@ -6,9 +6,11 @@ Flink writes Hadoop/Presto flavoured URIs (`s3a://`, `s3p://`) and bare `file:/x
 
 from __future__ import annotations
 
+import contextlib
 import mmap
 import os
 import posixpath
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -63,22 +65,14 @@ class Location:
         return posixpath.basename(self.path.rstrip("/"))
 
     def exists(self) -> bool:
-        try:
-            return bool(self.fs.exists(self.path))
-        except ValueError as exc:  # e.g. a NUL byte in a name read from a corrupt `_metadata`
-            raise SavepointError(f"not a valid file name ({exc})", self.url) from None
-        except Exception as exc:
-            raise _setup_error(exc, self.url) from None
+        with _one_line_errors(self.url):
+            found = bool(self.fs.exists(self.path))
+        return found
 
     def size(self) -> int:
-        try:
-            return int(self.fs.size(self.path))
-        except FileNotFoundError:
-            raise SavepointError("file not found", self.url) from None
-        except ValueError as exc:
-            raise SavepointError(f"not a valid file name ({exc})", self.url) from None
-        except Exception as exc:
-            raise _setup_error(exc, self.url) from None
+        with _one_line_errors(self.url):
+            size = int(self.fs.size(self.path))
+        return size
 
     def read_view(self, start: int, end: int) -> bytes | memoryview:
         """The bytes [start, end): of a local file, a view of it mapped into memory (no copy:
@@ -98,20 +92,27 @@ class Location:
         return memoryview(mapped)[start - first_page :]
 
     def read_bytes(self, start: int | None = None, end: int | None = None) -> bytes:
-        try:
+        with _one_line_errors(self.url):
             if start is None and end is None:
                 data: bytes = self.fs.cat_file(self.path)
             else:
                 data = self.fs.cat_file(self.path, start=start, end=end)
-        except FileNotFoundError:
-            raise SavepointError("file not found", self.url) from None
-        except IsADirectoryError:
-            raise SavepointError("is a directory, not a file", self.url) from None
-        except ValueError as exc:
-            raise SavepointError(f"not a valid file name ({exc})", self.url) from None
-        except Exception as exc:
-            raise _setup_error(exc, self.url) from None
         return data
+
+
+@contextlib.contextmanager
+def _one_line_errors(url: str) -> Iterator[None]:
+    """A filesystem call's errors as one line naming `url`."""
+    try:
+        yield
+    except FileNotFoundError:
+        raise SavepointError("file not found", url) from None
+    except IsADirectoryError:
+        raise SavepointError("is a directory, not a file", url) from None
+    except ValueError as exc:  # e.g. a NUL byte in a name read from a corrupt `_metadata`
+        raise SavepointError(f"not a valid file name ({exc})", url) from None
+    except Exception as exc:
+        raise _setup_error(exc, url) from None
 
 
 def _setup_error(exc: Exception, url: str) -> Exception:
