@@ -96,18 +96,22 @@ def _configure_logging(debug: bool) -> None:
     logging.getLogger("statectl").setLevel(logging.DEBUG if debug else logging.NOTSET)
 
 
-app.command("inspect", no_args_is_help=True, cls=_Command)(inspect_cmd.inspect)
-app.command("plan", no_args_is_help=True, cls=_Command)(plan_cmd.plan)
-app.command("rescale", no_args_is_help=True, cls=_Command)(rescale_cmd.rescale)
-app.command("convert", no_args_is_help=True, cls=_Command)(convert_cmd.convert)
-app.command("diff", no_args_is_help=True, cls=_Command)(diff_cmd.diff_command)
-app.command("export", no_args_is_help=True, cls=_Command)(export_cmd.export_command)
-app.command("verify", no_args_is_help=True, cls=_Command)(verify_cmd.verify)
-app.command("migrate", no_args_is_help=True, cls=_Command)(migrate_cmd.migrate_command)
-app.command("uid-hash", no_args_is_help=True, cls=_Command)(uid_hash_cmd.uid_hash)
-app.command("positions", no_args_is_help=True, cls=_Command)(positions_cmd.positions_command)
-app.command("transform", no_args_is_help=True, cls=_Command)(transform_cmd.transform_command)
-app.command("upgrade", no_args_is_help=True, cls=_Command)(upgrade_cmd.upgrade_command)
+_COMMANDS: dict[str, Callable[..., None]] = {  # in the order `statectl --help` lists them
+    "inspect": inspect_cmd.inspect,
+    "plan": plan_cmd.plan,
+    "rescale": rescale_cmd.rescale,
+    "convert": convert_cmd.convert,
+    "diff": diff_cmd.diff_command,
+    "export": export_cmd.export_command,
+    "verify": verify_cmd.verify,
+    "migrate": migrate_cmd.migrate_command,
+    "uid-hash": uid_hash_cmd.uid_hash,
+    "positions": positions_cmd.positions_command,
+    "transform": transform_cmd.transform_command,
+    "upgrade": upgrade_cmd.upgrade_command,
+}
+for _name, _command in _COMMANDS.items():
+    app.command(_name, no_args_is_help=True, cls=_Command)(_command)
 
 
 @functools.cache
