@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,28 +184,9 @@ def _native_batches(source: NativeSource, old_max_parallelism: int) -> Iterator[
 
 def _rows_batch(rows: Iterator[Any], state_id: int) -> EntryBatch | None:
     """The next rows, up to about `_BATCH_BYTES` of them."""
-    buffer = bytearray()
-    key_starts, key_ends, value_ends = [], [], []
-    pack = _I32.pack
-    for key, value in rows:
-        buffer += pack(len(key))
-        key_starts.append(len(buffer))
-        buffer += key
-        key_ends.append(len(buffer))
-        buffer += pack(len(value))
-        buffer += value
-        value_ends.append(len(buffer))
-        if len(buffer) >= _BATCH_BYTES:
-            break
-    if not key_starts:
-        return None
-    return EntryBatch(
-        bytes(buffer),
-        np.full(len(key_starts), state_id, np.int64),
-        np.array(key_starts, np.int64),
-        np.array(key_ends, np.int64),
-        np.array(value_ends, np.int64),
-    )
+    laid_out = _LaidOutRows()
+    laid_out.add(rows, state_id, full_at=_BATCH_BYTES)
+    return laid_out.batch() if laid_out.key_starts else None
 
 
 def _heap_batches(source: HeapSource, old_max_parallelism: int) -> Iterator[EntryBatch]:
@@ -219,44 +200,54 @@ def _heap_batches(source: HeapSource, old_max_parallelism: int) -> Iterator[Entr
         source.flink_major,
         source.state_id_map,
     )
-    buffer = bytearray()
-    state_ids: list[int] = []
-    key_starts: list[int] = []
-    key_ends: list[int] = []
-    value_ends: list[int] = []
-    pack = _I32.pack
+    laid_out = _LaidOutRows()
     for _, states in key_groups:
         for state_id, rows in states:
-            for key, value in rows:
-                buffer += pack(len(key))
-                key_starts.append(len(buffer))
-                buffer += key
-                key_ends.append(len(buffer))
-                buffer += pack(len(value))
-                buffer += value
-                value_ends.append(len(buffer))
-            state_ids += [state_id] * len(rows)
-        if len(buffer) >= _BATCH_BYTES:
-            yield _entry_batch(buffer, state_ids, key_starts, key_ends, value_ends)
-            buffer, state_ids, key_starts, key_ends, value_ends = bytearray(), [], [], [], []
-    if key_starts:
-        yield _entry_batch(buffer, state_ids, key_starts, key_ends, value_ends)
+            laid_out.add(rows, state_id)
+        if len(laid_out.buffer) >= _BATCH_BYTES:
+            yield laid_out.batch()
+            laid_out = _LaidOutRows()
+    if laid_out.key_starts:
+        yield laid_out.batch()
 
 
-def _entry_batch(
-    buffer: bytearray,
-    state_ids: list[int],
-    key_starts: list[int],
-    key_ends: list[int],
-    value_ends: list[int],
-) -> EntryBatch:
-    return EntryBatch(
-        bytes(buffer),
-        np.array(state_ids, np.int64),
-        np.array(key_starts, np.int64),
-        np.array(key_ends, np.int64),
-        np.array(value_ends, np.int64),
-    )
+class _LaidOutRows:
+    """(key, value) rows laid out as block entries are (i32 length, key, i32 length, value),
+    with where each key and value ends: the makings of an `EntryBatch`."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self.state_ids: list[int] = []
+        self.key_starts: list[int] = []
+        self.key_ends: list[int] = []
+        self.value_ends: list[int] = []
+
+    def add(self, rows: Iterable[Any], state_id: int, full_at: int | None = None) -> None:
+        """`rows` of `state_id` after those added so far; with `full_at`, only until the buffer
+        holds that many bytes (an iterator's other rows are left in it)."""
+        buffer, pack = self.buffer, _I32.pack
+        key_starts, key_ends, value_ends = self.key_starts, self.key_ends, self.value_ends
+        added = len(key_starts)
+        for key, value in rows:
+            buffer += pack(len(key))
+            key_starts.append(len(buffer))
+            buffer += key
+            key_ends.append(len(buffer))
+            buffer += pack(len(value))
+            buffer += value
+            value_ends.append(len(buffer))
+            if full_at is not None and len(buffer) >= full_at:
+                break
+        self.state_ids += [state_id] * (len(key_starts) - added)
+
+    def batch(self) -> EntryBatch:
+        return EntryBatch(
+            bytes(self.buffer),
+            np.array(self.state_ids, np.int64),
+            np.array(self.key_starts, np.int64),
+            np.array(self.key_ends, np.int64),
+            np.array(self.value_ends, np.int64),
+        )
 
 
 def shuffle_chunks(
