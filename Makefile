@@ -34,8 +34,12 @@ demo: setup
 	-$(VENV)/bin/statectl upgrade $(DEMO_OLD) --check
 	$(VENV)/bin/statectl upgrade $(DEMO_OLD) -o .cache/demo/upgraded --drop-unconvertible --overwrite
 
+# Workers: whole test files (module fixtures run once), one per core, at most 4 (each holds a
+# SparkSession and starts Flink's JVMs). `make test TEST_WORKERS=0` runs in this process alone.
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
+
 test: setup flink-jars
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Unit tests only: no JVM, no Spark.
 test-fast: setup

@@ -17,6 +17,27 @@ if TYPE_CHECKING:
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
+# The longest files, started first: `make test` hands whole files to its workers
+# (`--dist loadfile`), and one of these begun last would leave a worker running it alone.
+LONGEST_FIRST = (
+    "tests/operations/test_value_edits_at_size.py",
+    "tests/api/test_spark_cluster.py",
+    "tests/operations/rescale/test_cluster.py",
+    "tests/api/test_spark_write.py",
+    "tests/compat/test_flink_versions.py",
+    "tests/api/test_spark_datasource.py",
+    "tests/operations/rescale/test_heap_e2e.py",
+)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle, which it keeps otherwise
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return LONGEST_FIRST.index(path) if path in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=rank)  # stable: the shuffled order holds within a rank
+
 
 def fixture_names() -> list[str]:
     return sorted(p.parent.name for p in FIXTURES.glob("*/manifest.json"))

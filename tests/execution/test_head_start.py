@@ -162,7 +162,7 @@ from statectl.execution import head_start
 from statectl.execution.spark import SparkEngine
 engine = SparkEngine("local[1]")
 engine.start_in_background(niceness=head_start.SPARK_START_NICENESS)
-deadline = time.monotonic() + 60
+deadline = time.monotonic() + 150  # a loaded machine starts a JVM slowly
 while time.monotonic() < deadline:
     found = subprocess.run(["ps", "-o", "ni=,args=", "--ppid", str(os.getpid())],
                            capture_output=True, text=True).stdout.splitlines()
@@ -176,8 +176,9 @@ while time.monotonic() < deadline:
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=180,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+    assert len(done.stdout.split()) == 2, f"no Spark JVM seen\n{done.stderr[-2000:]}"
     jvm, driver = (int(nice) for nice in done.stdout.split())
     assert jvm == min(19, driver + 10), done.stderr  # the JVM niced by 10, the driver not
