@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures"
 
 # The longest files, started first: `make test` hands whole files to its workers
-# (`--dist loadfile`), and one of these begun last would leave a worker running it alone.
+# (`--dist loadfile --no-loadscope-reorder`, so in this order), and one of these begun last would
+# leave a worker running it alone.
 LONGEST_FIRST = (
     "tests/operations/test_value_edits_at_size.py",
     "tests/api/test_spark_cluster.py",

@@ -311,8 +311,9 @@ def _operator_state_loads(
 def _map_entries(span: ElementSpan, known: dict[tuple[str, int], int]) -> int:
     where = (span.source.description, span.start)
     if where not in known:
-        data = operator_state.element_bytes(span.source.read(span.start, span.end), span.compressed)
         try:
+            raw = span.source.read(span.start, span.end)
+            data = operator_state.element_bytes(raw, span.compressed)
             known[where] = operator_state.broadcast_entry_count(data)
         except StatectlError as exc:
             raise exc.with_source(span.source.description) from None

@@ -162,9 +162,9 @@ from statectl.execution import head_start
 from statectl.execution.spark import SparkEngine
 engine = SparkEngine("local[1]")
 engine.start_in_background(niceness=head_start.SPARK_START_NICENESS)
-deadline = time.monotonic() + 150  # a loaded machine starts a JVM slowly
+deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
-    found = subprocess.run(["ps", "-o", "ni=,args=", "--ppid", str(os.getpid())],
+    found = subprocess.run(["ps", "-ww", "-o", "ni=,args=", "--ppid", str(os.getpid())],
                            capture_output=True, text=True).stdout.splitlines()
     jvm = [line.split()[0] for line in found if "pyspark-shell" in line]
     if jvm:
@@ -176,7 +176,7 @@ while time.monotonic() < deadline:
         [sys.executable, "-c", script],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=120,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
     assert len(done.stdout.split()) == 2, f"no Spark JVM seen\n{done.stderr[-2000:]}"

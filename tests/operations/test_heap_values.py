@@ -108,8 +108,9 @@ def test_export_equals_the_twins_truth(kinds_of: Any, version: str, tmp_path: Pa
         "VALUE", "LIST", "MAP", "REDUCING", "AGGREGATING", "TIMERS", "UNION", "BROADCAST",
     }  # fmt: skip
     lines = export_lines(checkpoint(kinds, READABLE), tmp_path / "export.parquet")
-    compare(READABLE, lines, truth_lines_=truth)
-    assert len(lines) == len(truth)
+    compare(READABLE, lines, truth_lines_=truth, broadcast_first_copy=True)
+    copies = [line for line in truth if line["kind"] == "BROADCAST" and line.get("subtask") != 0]
+    assert len(lines) == len(truth) - len(copies)  # a broadcast map once (docs/counts.md)
 
 
 @pytest.mark.parametrize("version", VERSIONS)
@@ -199,7 +200,8 @@ def test_an_undelimited_value_is_refused_with_its_reason(
 def test_full_export_equals_the_twins_truth(kinds_of: Any, kind: str, tmp_path: Path) -> None:
     kinds = kinds_of("2.3.0")
     lines = export_lines(checkpoint(kinds, kind), tmp_path / "export.parquet")
-    compare(kind, lines, truth_lines_=harness.load_truth(kinds[kind]))
+    truth = harness.load_truth(kinds[kind])
+    compare(kind, lines, truth_lines_=truth, broadcast_first_copy=True)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -90,7 +90,7 @@ def test_commands_read_the_copy_with_one_note(copy: Path, command: str) -> None:
     assert (code, stderr) == (0, note(copy))
     if command.startswith("verify"):
         entries = sum(sum(op["entry_counts"].values()) for op in MANIFEST["operators"])
-        assert stdout.endswith(f"key groups, {entries} entries walked)\n")
+        assert stdout.endswith(f"key groups hold data, {entries} entries walked)\n")
 
 
 def test_export_of_the_copy_holds_every_entry(copy: Path, tmp_path: Path) -> None:

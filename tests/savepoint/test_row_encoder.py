@@ -381,6 +381,6 @@ EDGES = [
 
 def test_varints_and_length_suffixes_are_javas() -> None:
     values = np.array(EDGES, np.int64)
-    assert batch_encode.varints(values).to_pylist() == [java_types._varint(v) for v in EDGES]
+    assert batch_encode.varints(values).to_pylist() == [java_types.write_varint(v) for v in EDGES]
     suffixes = batch_encode.little_endian_lengths(values).to_pylist()
     assert suffixes == [java_types._length_suffix(v) for v in EDGES]

@@ -150,7 +150,7 @@ def test_verify_and_export_and_spark_count_every_entry(outcome: dict[str, Any], 
         for state, count in op["entry_counts"].items()
     }
     _, stdout, _ = outcome["runs"][kind]["verify --deep"]
-    assert stdout.endswith(f"key groups, {sum(written.values())} entries walked)\n")
+    assert stdout.endswith(f"key groups hold data, {sum(written.values())} entries walked)\n")
     exported = pq.read_table(outcome["exports"][kind], columns=["operator", "state", "scope"])
     keyed = Counter(
         (row["operator"], row["state"]) for row in exported.to_pylist() if row["scope"] == "keyed"
