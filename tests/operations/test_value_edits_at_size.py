@@ -18,7 +18,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -64,15 +64,17 @@ def tables_by_split(path: Path, state: str) -> Iterator[pa.Table]:
 
 
 def assert_states(
-    source: Path, output: Path, edited: str, expect: Callable[[pa.Table], pa.Table]
+    source: Path, outputs: Sequence[Path], edited: str, expect: Callable[[pa.Table], pa.Table]
 ) -> None:
-    """Every state of the operator as in `source`, but `edited`, which is `expect` of it."""
+    """Every state of the operator in each of `outputs` as in `source`, but `edited`, which is
+    `expect` of it (the source is read once for all outputs)."""
     for state in ("cnt", "mp", "lst", "_timer_state/processing_user-timers"):
-        pairs = zip(tables_by_split(source, state), tables_by_split(output, state), strict=True)
-        for before, after in pairs:
+        splits = [tables_by_split(path, state) for path in (source, *outputs)]
+        for before, *afters in zip(*splits, strict=True):
             wanted = expect(before) if state == edited else before
-            assert after.num_rows == wanted.num_rows, state
-            assert after.equals(wanted), state
+            for after in afters:
+                assert after.num_rows == wanted.num_rows, state
+                assert after.equals(wanted), state
 
 
 def plus_one(table: pa.Table) -> pa.Table:
@@ -124,5 +126,4 @@ def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_m
     )
     assert [r["error"] for r in restored] == [None, None, None]
     assert all(r["ok"] for r in restored)
-    assert_states(source.path, edited, "cnt", plus_one)
-    assert_states(source.path, written, "cnt", plus_one)
+    assert_states(source.path, [edited, written], "cnt", plus_one)
