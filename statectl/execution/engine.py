@@ -10,9 +10,11 @@ when a Spark engine runs something.
 from __future__ import annotations
 
 import operator
+from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
-from typing import Protocol, TypeVar, cast
+from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
 
 from statectl.progress import Progress, ProgressCallback, begun
 
@@ -30,21 +32,53 @@ Work = Callable[[T], tuple[int, int]]
 """A task's share of the progress: the files it writes and the bytes it reads."""
 
 
-class LocalEngine:
-    """Tasks one after the other in this process; a shuffle sorts in memory.
+@dataclass(frozen=True)
+class Job(Generic[T, R]):
+    """The arguments of one `Engine.run`, as each engine's `_run` takes them."""
 
-    The reference for what an engine does: `spark.SparkEngine` has the same methods and
-    gives the same results.
-    """
+    tasks: Sequence[T]
+    fn: Callable[[T], R]
+    work: Work[T] | None
+    progress: ProgressCallback | None
+    spark_only: Callable[[T], bool] | None
 
-    name = "local"
 
-    def __init__(self) -> None:
-        self.tasks_run: Counter[str] = Counter()  # {"driver": tasks run here}
+@dataclass(frozen=True)
+class Grouping(Generic[T, K, V, R]):
+    """The arguments of one `Engine.group_reduce`, as each engine's `_group_reduce` takes them."""
 
+    tasks: Sequence[T]
+    emit: Callable[[T], list[tuple[K, V]]]
+    reduce: Callable[[K, list[V]], R]
+
+
+@dataclass(frozen=True)
+class Shuffle(Generic[T, SortKey, V, R]):
+    """The arguments of one `Engine.sort_partitions`, as each engine's `_sort_partitions` takes
+    them."""
+
+    sources: Sequence[T]
+    records: Callable[[T], Iterable[tuple[SortKey, V]]]
+    partitions: int
+    write: Callable[[int, Iterator[tuple[SortKey, V]]], R]
+    work: Work[T] | None
+    spark_only: Callable[[T], bool] | None
+
+
+class Engine(ABC):
+    """What every engine does (`LocalEngine`, `spark.SparkEngine`, `head_start.HeadStartEngine`;
+    `factory.choose_engine` picks one). The public methods are here once; an engine implements
+    the hooks (`_run`, `_group_reduce`, `_sort_partitions`) that take their arguments bundled."""
+
+    name: str
+    tasks_run: Counter[str]
+    """Tasks run so far, by where they ran ("driver", "spark")."""
+
+    @abstractmethod
     def start(self) -> None:
         """Get ready to run tasks now rather than on first use (Spark: start the context)."""
 
+    @abstractmethod
     def start_in_background(self) -> None:
         """Begin `start` without waiting for it (Spark: the context starts in a thread)."""
 
@@ -59,21 +93,13 @@ class LocalEngine:
         """`fn` over every task, results in task order; `progress` counts the `work` of the
         tasks done (Spark balances its tasks by the bytes). `spark_only`: tasks a head start
         must leave to Spark (`head_start`); other engines run every task alike."""
-        results = []
-        total_files, total_bytes = total_work(tasks, work)
-        files = size = 0
-        for task in tasks:
-            results.append(fn(task))
-            self.tasks_run["driver"] += 1
-            if progress is not None and work is not None:
-                task_files, task_bytes = work(task)
-                files, size = files + task_files, size + task_bytes
-                progress(Progress(files, total_files, size, total_bytes))
-        return results
+        if not tasks:
+            return []
+        return self._run(Job(tasks, fn, work, progress, spark_only))
 
+    @abstractmethod
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         """`fn` over every task, results concatenated in task order."""
-        return [result for task in tasks for result in fn(task)]
 
     def group_reduce(
         self,
@@ -82,11 +108,9 @@ class LocalEngine:
         reduce: Callable[[K, list[V]], R],
     ) -> list[R]:
         """`emit` (key, value) pairs from every task, then `reduce` each key's values."""
-        groups: dict[K, list[V]] = {}
-        for task in tasks:
-            for key, value in emit(task):
-                groups.setdefault(key, []).append(value)
-        return [reduce(key, values) for key, values in groups.items()]
+        if not tasks:
+            return []
+        return self._group_reduce(Grouping(tasks, emit, reduce))
 
     def sort_partitions(
         self,
@@ -101,51 +125,71 @@ class LocalEngine:
         is its partition, sorted by key within the partition and streamed to `write(partition,
         records)`; one result per partition, in partition order. `work` and `spark_only` are
         as for `run` (a head start's pace and what it leaves to Spark)."""
-        self.tasks_run["driver"] += partitions
-        by_partition: list[list[tuple[SortKey, V]]] = [[] for _ in range(partitions)]
-        for source in sources:
-            for record in records(source):
+        return self._sort_partitions(Shuffle(sources, records, partitions, write, work, spark_only))
+
+    @abstractmethod
+    def _run(self, job: Job[T, R]) -> list[R]:
+        """`run` over at least one task."""
+
+    @abstractmethod
+    def _group_reduce(self, grouping: Grouping[T, K, V, R]) -> list[R]:
+        """`group_reduce` over at least one task."""
+
+    @abstractmethod
+    def _sort_partitions(self, shuffle: Shuffle[T, SortKey, V, R]) -> list[R]:
+        """`sort_partitions`."""
+
+
+class LocalEngine(Engine):
+    """Tasks one after the other in this process; a shuffle sorts in memory.
+
+    The reference for what an engine does: `spark.SparkEngine` gives the same results.
+    """
+
+    name = "local"
+
+    def __init__(self) -> None:
+        self.tasks_run: Counter[str] = Counter()  # {"driver": tasks run here}
+
+    def start(self) -> None:
+        pass
+
+    def start_in_background(self) -> None:
+        pass
+
+    def _run(self, job: Job[T, R]) -> list[R]:
+        results = []
+        total_files, total_bytes = total_work(job.tasks, job.work)
+        files = size = 0
+        for task in job.tasks:
+            results.append(job.fn(task))
+            self.tasks_run["driver"] += 1
+            if job.progress is not None and job.work is not None:
+                task_files, task_bytes = job.work(task)
+                files, size = files + task_files, size + task_bytes
+                job.progress(Progress(files, total_files, size, total_bytes))
+        return results
+
+    def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
+        return [result for task in tasks for result in fn(task)]
+
+    def _group_reduce(self, grouping: Grouping[T, K, V, R]) -> list[R]:
+        groups: dict[K, list[V]] = {}
+        for task in grouping.tasks:
+            for key, value in grouping.emit(task):
+                groups.setdefault(key, []).append(value)
+        return [grouping.reduce(key, values) for key, values in groups.items()]
+
+    def _sort_partitions(self, shuffle: Shuffle[T, SortKey, V, R]) -> list[R]:
+        self.tasks_run["driver"] += shuffle.partitions
+        by_partition: list[list[tuple[SortKey, V]]] = [[] for _ in range(shuffle.partitions)]
+        for source in shuffle.sources:
+            for record in shuffle.records(source):
                 by_partition[cast(int, record[0][0])].append(record)
         return [
-            write(n, iter(sorted(found, key=operator.itemgetter(0))))
+            shuffle.write(n, iter(sorted(found, key=operator.itemgetter(0))))
             for n, found in enumerate(by_partition)
         ]
-
-
-class Engine(Protocol):
-    """What every engine does (`LocalEngine`, `spark.SparkEngine`, `head_start.HeadStartEngine`;
-    `factory.choose_engine` picks one): a protocol, so this module imports none of them."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def tasks_run(self) -> Counter[str]: ...
-    def start(self) -> None: ...
-    def start_in_background(self) -> None: ...
-    def run(
-        self,
-        tasks: Sequence[T],
-        fn: Callable[[T], R],
-        work: Work[T] | None = None,
-        progress: ProgressCallback | None = None,
-        spark_only: Callable[[T], bool] | None = None,
-    ) -> list[R]: ...
-    def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]: ...
-    def group_reduce(
-        self,
-        tasks: Sequence[T],
-        emit: Callable[[T], list[tuple[K, V]]],
-        reduce: Callable[[K, list[V]], R],
-    ) -> list[R]: ...
-    def sort_partitions(
-        self,
-        sources: Sequence[T],
-        records: Callable[[T], Iterable[tuple[SortKey, V]]],
-        partitions: int,
-        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
-        work: Work[T] | None = None,
-        spark_only: Callable[[T], bool] | None = None,
-    ) -> list[R]: ...
 
 
 def total_work(tasks: Sequence[T], work: Work[T] | None) -> tuple[int, int]:

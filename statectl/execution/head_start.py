@@ -18,12 +18,12 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TypeAlias, TypeVar, cast
 
-from statectl.execution.engine import SortKey, Work, total_work
+from statectl.execution.engine import Engine, Grouping, Job, Shuffle, SortKey, Work, total_work
 from statectl.execution.spark import SparkEngine
 from statectl.execution.spill import IndexEntry, Spill
 from statectl.progress import Progress, ProgressCallback
@@ -36,7 +36,7 @@ Shuffled: TypeAlias = Iterator[tuple[SortKey, V]]
 
 
 @dataclass
-class HeadStartEngine:
+class HeadStartEngine(Engine):
     """`spark` (local mode), started only when the work calls for it; until it is up, the
     driver runs tasks itself, `threads` at a time (copies and numpy release the GIL)."""
 
@@ -45,8 +45,8 @@ class HeadStartEngine:
     threads: int = field(default_factory=lambda: driver_threads(os.cpu_count() or 1))
     driver_tasks: int = 0
 
-    @property
-    def tasks_run(self) -> Counter[str]:
+    @property  # read-only here: the sum of two engines' counts
+    def tasks_run(self) -> Counter[str]:  # type: ignore[override]
         """Tasks run so far in this process ("driver") and by Spark ("spark")."""
         return Counter(driver=self.driver_tasks) + self.spark.tasks_run
 
@@ -57,19 +57,13 @@ class HeadStartEngine:
         """Start Spark now, for work that needs it (a shuffle)."""
         self.spark.start_in_background()
 
-    def run(
-        self,
-        tasks: Sequence[T],
-        fn: Callable[[T], R],
-        work: Work[T] | None = None,
-        progress: ProgressCallback | None = None,
-        spark_only: Callable[[T], bool] | None = None,
-    ) -> list[R]:
+    def _run(self, job: Job[T, R]) -> list[R]:
         """`fn` over the tasks, results in task order: in this process until Spark is up, then
         every task not yet begun as one Spark job; `progress` counts both. Tasks `spark_only`
         picks (work that holds the GIL, which threads cannot share) wait for Spark, which is
         then started at once, unless they are few enough to end well before it starts."""
-        held = _held(tasks, work, spark_only)
+        tasks, fn, work, progress = job.tasks, job.fn, job.work, job.progress
+        held = _held(tasks, work, job.spark_only)
         if held:
             self.spark.start_in_background()  # needed whatever the pace: at full priority
         eligible = [i for i in range(len(tasks)) if i not in held]
@@ -87,21 +81,15 @@ class HeadStartEngine:
             finished.update(zip(rest, on_spark, strict=True))
         return [finished[i] for i in range(len(tasks))]
 
-    def sort_partitions(
-        self,
-        sources: Sequence[T],
-        records: Callable[[T], Iterable[tuple[SortKey, V]]],
-        partitions: int,
-        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
-        work: Work[T] | None = None,
-        spark_only: Callable[[T], bool] | None = None,
-    ) -> list[R]:
+    def _sort_partitions(self, shuffle: Shuffle[T, SortKey, V, R]) -> list[R]:
         """The shuffle: sources are spilled to local disk here until Spark is up; then Spark
         shuffles the rest, and each of its partition writers merges in the spilled records of
         its partition (a file on this machine: local mode). Without Spark, the partitions are
         written here. Sources `spark_only` picks send the whole shuffle to Spark, unless they
         are few enough to end well before it starts."""
-        if self.spark.started() or _held(sources, work, spark_only):
+        sources, records, work = shuffle.sources, shuffle.records, shuffle.work
+        partitions, write = shuffle.partitions, shuffle.write
+        if self.spark.started() or _held(sources, work, shuffle.spark_only):
             return self.spark.sort_partitions(sources, records, partitions, write)
         with Spill() as spill:
 
@@ -170,13 +158,8 @@ class HeadStartEngine:
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         return self.spark.flat_map(tasks, fn)
 
-    def group_reduce(
-        self,
-        tasks: Sequence[T],
-        emit: Callable[[T], list[tuple[K, V]]],
-        reduce: Callable[[K, list[V]], R],
-    ) -> list[R]:
-        return self.spark.group_reduce(tasks, emit, reduce)
+    def _group_reduce(self, grouping: Grouping[T, K, V, R]) -> list[R]:
+        return self.spark.group_reduce(grouping.tasks, grouping.emit, grouping.reduce)
 
 
 SPARK_START_SECONDS = 6.0

@@ -36,8 +36,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from statectl import errors
 from statectl.execution.engine import (
     FAILURE_KEY_GROUP,
+    Engine,
+    Grouping,
+    Job,
+    Shuffle,
     SortKey,
-    Work,
     total_work,
 )
 from statectl.execution.spark_failures import (
@@ -170,7 +173,7 @@ def _ship_package(context: SparkContext) -> None:
 
 
 @dataclass
-class SparkEngine:
+class SparkEngine(Engine):
     """The active SparkContext, or one started on first use with `--master` and `--conf`."""
 
     master: str = DEFAULT_MASTER
@@ -237,16 +240,8 @@ class SparkEngine:
         spark_context(self.master, dict(self.conf))
 
     @reports_failures(JOB_FAILED)
-    def run(
-        self,
-        tasks: Sequence[T],
-        fn: Callable[[T], R],
-        work: Work[T] | None = None,
-        progress: ProgressCallback | None = None,
-        spark_only: Callable[[T], bool] | None = None,
-    ) -> list[R]:
-        if not tasks:
-            return []
+    def _run(self, job: Job[T, R]) -> list[R]:
+        tasks, work, progress = job.tasks, job.work, job.progress
         context = self.context
         weights = [work(task)[1] if work is not None else 0 for task in tasks]
         bins = pack(weights, max(1, context.defaultParallelism))
@@ -254,7 +249,7 @@ class SparkEngine:
         # packed into few Spark tasks never make oversized ones.
         shared = context.broadcast(list(tasks))
         files_done, bytes_done = context.accumulator(0), context.accumulator(0)
-        run = guarded(fn)
+        run = guarded(job.fn)
 
         def run_counted(index: int) -> tuple[int, R | TaskFailure]:
             task = shared.value[index]
@@ -266,7 +261,7 @@ class SparkEngine:
             return index, result
 
         self.tasks_run["spark"] += len(tasks)
-        job = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
+        rdd = context.parallelize(bins, numSlices=len(bins)).flatMap(_items).map(run_counted)
         _name_job(context, f"{len(tasks)} tasks")
         total_files, total_bytes = total_work(tasks, work)
         stop = threading.Event()
@@ -280,7 +275,7 @@ class SparkEngine:
             watcher = threading.Thread(target=_watch, args=(report, progress, stop), daemon=True)
             watcher.start()
         try:
-            results = raise_failures([r for _, r in sorted(collect(job), key=_first)])
+            results = raise_failures([r for _, r in sorted(collect(rdd), key=_first)])
         finally:
             stop.set()
             if watcher is not None:
@@ -295,15 +290,9 @@ class SparkEngine:
         return [result for results in self.run(tasks, fn) for result in results]
 
     @reports_failures(JOB_FAILED)
-    def group_reduce(
-        self,
-        tasks: Sequence[T],
-        emit: Callable[[T], list[tuple[K, V]]],
-        reduce: Callable[[K, list[V]], R],
-    ) -> list[R]:
-        if not tasks:
-            return []
-        guarded_emit = guarded(emit)
+    def _group_reduce(self, grouping: Grouping[T, K, V, R]) -> list[R]:
+        tasks, reduce = grouping.tasks, grouping.reduce
+        guarded_emit = guarded(grouping.emit)
 
         def reduce_group(group: tuple[K, Iterable[V]]) -> R:
             return reduce(group[0], list(group[1]))
@@ -323,16 +312,9 @@ class SparkEngine:
         return raise_failures(collect(rdd.groupByKey().map(reduced)))
 
     @reports_failures(JOB_FAILED)
-    def sort_partitions(
-        self,
-        sources: Sequence[T],
-        records: Callable[[T], Iterable[tuple[SortKey, V]]],
-        partitions: int,
-        write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
-        work: Work[T] | None = None,
-        spark_only: Callable[[T], bool] | None = None,
-    ) -> list[R]:
+    def _sort_partitions(self, shuffle: Shuffle[T, SortKey, V, R]) -> list[R]:
         """`repartitionAndSortWithinPartitions`: Spark spills what does not fit in memory."""
+        sources, records, partitions = shuffle.sources, shuffle.records, shuffle.partitions
         context = self.context
         shared = context.broadcast(list(sources))
 
@@ -342,7 +324,7 @@ class SparkEngine:
             except (errors.StatectlError, OSError) as exc:
                 yield _FAILURE_KEY, failure(exc)
 
-        written = _partition_writer(write)
+        written = _partition_writer(shuffle.write)
 
         self.tasks_run["spark"] += partitions
         _name_job(context, f"shuffle {len(sources)} sources")
