@@ -9,16 +9,12 @@ import typer
 
 from statectl.cli.options import (
     DestinationOption,
-    DryRunOption,
-    JsonOption,
-    OverwriteOption,
-    ReadOptions,
+    PlannedWriteOptions,
     SourceArgument,
-    SparkOptions,
     option_groups,
     parse_keyed_format,
 )
-from statectl.cli.rescale_cmd import WriteFlags, plan_and_write
+from statectl.cli.rescale_cmd import plan_and_write
 
 
 @option_groups
@@ -35,11 +31,7 @@ def convert(
         ),
     ] = "canonical",
     *,
-    spark: SparkOptions,
-    overwrite: OverwriteOption = False,
-    dry_run: DryRunOption = False,
-    json_output: JsonOption = False,
-    read: ReadOptions,
+    write: PlannedWriteOptions,
 ) -> None:
     """Convert keyed state between RocksDB native instances and canonical key-group blocks.
 
@@ -63,10 +55,10 @@ def convert(
     import statectl
 
     keyed_format = parse_keyed_format(format)
-    flags = WriteFlags(destination, overwrite, dry_run, json_output, spark, read)
     plan_and_write(
         "convert",
         source,
-        flags,
+        destination,
+        write,
         lambda sp: statectl.plan_rescale(sp, keyed_format=keyed_format),  # same parallelism
     )

@@ -9,11 +9,8 @@ import typer
 from statectl.cli import console, migrate_view, output
 from statectl.cli.options import (
     DestinationOption,
-    JsonOption,
-    OverwriteOption,
-    ReadOptions,
+    RewriteOptions,
     SourceArgument,
-    SparkOptions,
     option_groups,
 )
 
@@ -87,11 +84,8 @@ def migrate_command(
             "records to skip, to N records from its start, or to its start (repeatable).",
         ),
     ] = None,
-    overwrite: OverwriteOption = False,
-    json_output: JsonOption = False,
     *,
-    read: ReadOptions,
-    spark: SparkOptions,
+    rewrite: RewriteOptions,
 ) -> None:
     """Rename or drop operators and states, set TTL or source positions.
 
@@ -135,16 +129,15 @@ def migrate_command(
                 "source positions and state edits go in separate runs",
                 param_hint="'--kafka-offset' / '--file-position'",
             )
-        _move_sources(source, destination, offsets, files, renames, drop or (), overwrite,
-                      json_output, read)  # fmt: skip
+        _move_sources(source, destination, offsets, files, renames, drop or (), rewrite)
         return
     if not (renames or drop or drops or state_renames or ttls or no_ttls):
         raise typer.BadParameter(
             "nothing to do: give at least one of them",
             param_hint="'--rename-uid' / '--drop' / '--drop-state' / '--rename-state' / '--ttl'",
         )
-    options = read.storage_options
-    savepoint = read.open(source)
+    options = rewrite.read.storage_options
+    savepoint = rewrite.read.open(source)
     plan = statectl.plan_migration(  # of a consistent savepoint
         savepoint,
         renames,
@@ -155,17 +148,17 @@ def migrate_command(
         no_ttl=no_ttls,
     )
     console.warn_stale_staging(stale_staging(destination, options))
-    render = output.renderer(json_output)
+    render = output.renderer(rewrite.json_output)
     with render.progress("migrate") as progress:
         report = statectl.write_migration(
             plan,
             destination,
-            overwrite=overwrite,
+            overwrite=rewrite.overwrite,
             storage_options=options,
             progress=progress.update,
-            master=spark.master,
-            spark_conf=spark.spark_conf,
-            head_start=spark.head_start,
+            master=rewrite.spark.master,
+            spark_conf=rewrite.spark.spark_conf,
+            head_start=rewrite.spark.head_start,
         )
     render.migrate(report)
 
@@ -226,21 +219,19 @@ def _move_sources(
     files: list[tuple[str, str, tuple[int, int] | None]],
     renames: list[tuple[str, str]],
     drops: list[str] | tuple[str, ...],
-    overwrite: bool,
-    json_output: bool,
-    read: ReadOptions,
+    rewrite: RewriteOptions,
 ) -> None:
     import statectl
     from statectl.api import stale_staging
 
-    options = read.storage_options
-    savepoint = read.open(source)
+    options = rewrite.read.storage_options
+    savepoint = rewrite.read.open(source)
     console.warn_stale_staging(stale_staging(destination, options))
     report = statectl.set_positions(
         savepoint, destination, kafka_offsets=offsets, file_positions=files, renames=renames,
-        drops=drops, overwrite=overwrite, storage_options=options,
+        drops=drops, overwrite=rewrite.overwrite, storage_options=options,
     )  # fmt: skip
-    migrate_view.print_position_edits(report, json_output)
+    migrate_view.print_position_edits(report, rewrite.json_output)
 
 
 def _kafka_offset(value: str) -> tuple[str, str | None, int | None, int | str]:

@@ -1,5 +1,6 @@
 """Options and arguments shared by several commands, declared once, and their parsing; the
-options that travel together as groups (`ReadOptions`, `SparkOptions`, see `option_groups`).
+options that travel together as groups (`ReadOptions`, `SparkOptions` and the write groups made
+of them, see `option_groups`).
 
 Names, help texts and defaults are part of the interface: users' scripts depend on them.
 """
@@ -10,7 +11,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast, get_type_hints
 
 import typer
@@ -173,37 +174,82 @@ class SparkOptions:
         return parse_spark_conf(self.conf)
 
 
+@dataclass(frozen=True)
+class RewriteOptions:
+    """How `migrate` and `upgrade` write: `--overwrite`, `--json`, then the `ReadOptions` and
+    the `SparkOptions`."""
+
+    overwrite: OverwriteOption = False
+    json_output: JsonOption = False
+    read: ReadOptions = field(default_factory=ReadOptions)
+    spark: SparkOptions = field(default_factory=SparkOptions)
+
+
+@dataclass(frozen=True)
+class PlannedWriteOptions:
+    """How `rescale` and `convert` write the savepoint they plan: the `SparkOptions`,
+    `--overwrite`, `--dry-run`, `--json`, then the `ReadOptions`."""
+
+    spark: SparkOptions = field(default_factory=SparkOptions)
+    overwrite: OverwriteOption = False
+    dry_run: DryRunOption = False
+    json_output: JsonOption = False
+    read: ReadOptions = field(default_factory=ReadOptions)
+
+
 Command = TypeVar("Command", bound=Callable[..., None])
 
 
 def option_groups(command: Command) -> Command:
     """`command` as typer sees it: each parameter typed with an option group (`ReadOptions`,
-    `SparkOptions`) becomes that group's options, in its place; the command gets the group."""
+    `SparkOptions`, groups of groups) becomes that group's options, in its place; the command
+    gets the group."""
     signature = inspect.signature(command, eval_str=True)
     groups: dict[str, type[Any]] = {}
     parameters: list[inspect.Parameter] = []
     for parameter in signature.parameters.values():
         group = parameter.annotation
-        if not dataclasses.is_dataclass(group):
+        if dataclasses.is_dataclass(group):
+            assert isinstance(group, type)
+            groups[parameter.name] = group
+            parameters += _options_of(group, parameter.kind)
+        else:
             parameters.append(parameter)
-            continue
-        assert isinstance(group, type)
-        groups[parameter.name] = group
-        hints = get_type_hints(group, include_extras=True)
-        parameters += [
-            inspect.Parameter(
-                field.name, parameter.kind, default=field.default, annotation=hints[field.name]
-            )
-            for field in dataclasses.fields(group)
-        ]
 
     @functools.wraps(command)
     def grouped(**given: Any) -> None:
         for name, group in groups.items():
-            fields = dataclasses.fields(group)
-            given[name] = group(**{field.name: given.pop(field.name) for field in fields})
+            given[name] = _gathered(group, given)
         command(**given)
 
     grouped.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
     grouped.__annotations__ = {p.name: p.annotation for p in parameters}
     return cast(Command, grouped)
+
+
+def _options_of(group: type[Any], kind: inspect._ParameterKind) -> list[inspect.Parameter]:
+    """The parameters typer sees for an option group: its fields, a nested group's in its place."""
+    hints = get_type_hints(group, include_extras=True)
+    parameters = []
+    for field_ in dataclasses.fields(group):
+        hint = hints[field_.name]
+        if dataclasses.is_dataclass(hint):
+            assert isinstance(hint, type)
+            parameters += _options_of(hint, kind)
+        else:
+            parameters.append(
+                inspect.Parameter(field_.name, kind, default=field_.default, annotation=hint)
+            )
+    return parameters
+
+
+def _gathered(group: type[Any], given: dict[str, Any]) -> Any:
+    """`group` made of the values typer parsed for its options, which leave `given`."""
+    hints = get_type_hints(group, include_extras=True)
+    values = {
+        field_.name: _gathered(hints[field_.name], given)
+        if dataclasses.is_dataclass(hints[field_.name])
+        else given.pop(field_.name)
+        for field_ in dataclasses.fields(group)
+    }
+    return group(**values)

@@ -6,7 +6,6 @@ import dataclasses
 import itertools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -14,12 +13,8 @@ import typer
 from statectl.cli import console, output
 from statectl.cli.options import (
     DestinationOption,
-    DryRunOption,
-    JsonOption,
     KeyedFormatOption,
-    OverwriteOption,
-    ReadOptions,
-    SparkOptions,
+    PlannedWriteOptions,
     option_groups,
     parse_keyed_format,
 )
@@ -67,11 +62,7 @@ def rescale(
     ] = None,
     keyed_format: KeyedFormatOption = None,
     *,
-    spark: SparkOptions,
-    overwrite: OverwriteOption = False,
-    dry_run: DryRunOption = False,
-    json_output: JsonOption = False,
-    read: ReadOptions,
+    write: PlannedWriteOptions,
 ) -> None:
     """Repartition keyed state by key group and redistribute operator state, as Flink would.
 
@@ -111,8 +102,7 @@ def rescale(
             keyed_format=parse_keyed_format(keyed_format),
         )
 
-    flags = WriteFlags(destination, overwrite, dry_run, json_output, spark, read)
-    plan_and_write("rescale", source, flags, plan_with)
+    plan_and_write("rescale", source, destination, write, plan_with)
 
 
 def _operator_override(pair: str) -> tuple[str, int]:
@@ -132,22 +122,11 @@ def _positive_int(value: str, name: str) -> int:
     return int(value)
 
 
-@dataclass(frozen=True)
-class WriteFlags:
-    """What `rescale` and `convert` share: where and how the planned savepoint is written."""
-
-    destination: str
-    overwrite: bool
-    dry_run: bool
-    json_output: bool
-    spark: SparkOptions
-    read: ReadOptions
-
-
 def plan_and_write(
     command: str,
     source: str,
-    flags: WriteFlags,
+    destination: str,
+    flags: PlannedWriteOptions,
     make_plan: Callable[[Savepoint], RescalePlan],
 ) -> None:
     """Plan `command` over a consistent `source`; show the plan (--dry-run) or write it.
@@ -163,7 +142,7 @@ def plan_and_write(
         conf = flags.spark.spark_conf
         engine = prepare_engine(
             source,
-            flags.destination,
+            destination,
             master=flags.spark.master,
             spark_conf=conf,
             storage_options=options,
@@ -179,7 +158,7 @@ def plan_and_write(
     if flags.dry_run:
         render.plan(plan, predicted_loads(plan))
         return
-    report = _write(command, plan, flags, render, options, conf, engine)
+    report = _write(command, plan, destination, flags, render, options, conf, engine)
     read, planned = (round(b - a, 3) for a, b in itertools.pairwise(clock))
     timings = (("read_metadata", read), ("plan", planned), *report.timings)
     render.rescale(dataclasses.replace(report, timings=timings))
@@ -188,7 +167,8 @@ def plan_and_write(
 def _write(
     command: str,
     plan: RescalePlan,
-    flags: WriteFlags,
+    destination: str,
+    flags: PlannedWriteOptions,
     render: output.Renderer,
     options: dict[str, Any] | None,
     conf: dict[str, str],
@@ -198,11 +178,11 @@ def _write(
     import statectl
     from statectl.api import stale_staging
 
-    console.warn_stale_staging(stale_staging(flags.destination, options))
+    console.warn_stale_staging(stale_staging(destination, options))
     with render.progress(command) as progress:
         return statectl.write_rescale(
             plan,
-            flags.destination,
+            destination,
             overwrite=flags.overwrite,
             master=flags.spark.master,
             spark_conf=conf,

@@ -6,14 +6,7 @@ from typing import Annotated
 
 import typer
 
-from statectl.cli.options import (
-    JsonOption,
-    OverwriteOption,
-    ReadOptions,
-    SavepointArgument,
-    SparkOptions,
-    option_groups,
-)
+from statectl.cli.options import RewriteOptions, SavepointArgument, option_groups
 
 
 @option_groups
@@ -43,11 +36,8 @@ def upgrade_command(
             help="The job's jar or class folder, for user classes Kryo wrote (repeatable).",
         ),
     ] = None,
-    overwrite: OverwriteOption = False,
-    json_output: JsonOption = False,
     *,
-    read: ReadOptions,
-    spark: SparkOptions,
+    rewrite: RewriteOptions,
 ) -> None:
     """Check a Flink 1.x savepoint for Flink 2.x, or rewrite it so that 2.x restores it.
 
@@ -80,8 +70,8 @@ def upgrade_command(
 
     if check == (destination is not None):
         raise typer.BadParameter("give exactly one of them", param_hint="'--check' / '-o'")
-    options = read.storage_options
-    savepoint = read.open(path)
+    options = rewrite.read.storage_options
+    savepoint = rewrite.read.open(path)
     if destination is not None:
         from statectl.api import stale_staging
         from statectl.cli import console
@@ -89,13 +79,14 @@ def upgrade_command(
         console.warn_stale_staging(stale_staging(destination, options))
         written = statectl.upgrade(
             savepoint, destination, to=to, drop_unconvertible=drop_unconvertible,
-            classpath=classpath or (), overwrite=overwrite, storage_options=options,
-            master=spark.master, spark_conf=spark.spark_conf, head_start=spark.head_start,
+            classpath=classpath or (), overwrite=rewrite.overwrite, storage_options=options,
+            master=rewrite.spark.master, spark_conf=rewrite.spark.spark_conf,
+            head_start=rewrite.spark.head_start,
         )  # fmt: skip
-        upgrade_view.print_upgrade(written, json_output)
+        upgrade_view.print_upgrade(written, rewrite.json_output)
         return
     report = savepoint.check_upgrade(to, classpath or ())
-    if json_output:
+    if rewrite.json_output:
         upgrade_view.print_check_json(report)
     else:
         upgrade_view.print_check(report)
