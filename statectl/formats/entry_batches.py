@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from statectl.formats.arrays import Int64s
 from statectl.formats.java_types import (
     TIMER_TIMESTAMP_FLIP,
     KeyType,
@@ -39,7 +40,7 @@ from statectl.formats.state_values import (
     StateCodec,
 )
 from statectl.formats.values import scalars
-from statectl.formats.values.batch import Int64s, bool_bits_array, fixed_width_array
+from statectl.formats.values.batch import bool_bits_array, fixed_width_array
 from statectl.formats.values.batch_encode import (
     BINARY,
     BatchWriter,

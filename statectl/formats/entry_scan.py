@@ -16,9 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from statectl.formats import keyed_blocks
+from statectl.formats.arrays import Int64s
 from statectl.formats.keyed_blocks import END_OF_KEY_GROUP_MARK, FIRST_BIT_IN_BYTE_MASK, Buffer
 
-Int64s = npt.NDArray[np.int64]
 Positions = tuple[Int64s, Int64s, Int64s, list[tuple[int, int]]]
 """(key starts, key ends, value ends) per entry, (state id, entries) per run: as
 `keyed_blocks.EntryPositions`, in arrays."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
+from statectl.formats.arrays import Int64s, UInt8s, UInt32s
 from statectl.formats.java_types import (
     ROW_DATA_SERIALIZER,
     UPPER_BOUND_MAX_PARALLELISM,
@@ -26,10 +27,6 @@ from statectl.formats.java_types import (
     KeyType,
 )
 from statectl.formats.row_data_hashing import row_data_kernel
-
-Int64s = npt.NDArray[np.int64]
-UInt32s = npt.NDArray[np.uint32]
-Bytes = npt.NDArray[np.uint8]
 
 _BASE = "org.apache.flink.api.common.typeutils.base."
 _M32 = np.uint64(0xFFFFFFFF)
@@ -117,7 +114,7 @@ def murmur_hash(codes: UInt32s) -> Int64s:
 
 # --- kernels: each hashes the keys it can, and says which ---------------------------------
 
-Kernel = Callable[[Bytes, Int64s, Int64s, UInt32s], npt.NDArray[np.bool_]]
+Kernel = Callable[[UInt8s, Int64s, Int64s, UInt32s], npt.NDArray[np.bool_]]
 
 
 def _fixed(size: int, dtype: str, code: Callable[[npt.NDArray[np.generic]], UInt32s]) -> Kernel:
@@ -125,7 +122,7 @@ def _fixed(size: int, dtype: str, code: Callable[[npt.NDArray[np.generic]], UInt
     columns = np.arange(size, dtype=np.int64)
 
     def kernel(
-        buffer: Bytes, positions: Int64s, ends: Int64s, codes: UInt32s
+        buffer: UInt8s, positions: Int64s, ends: Int64s, codes: UInt32s
     ) -> npt.NDArray[np.bool_]:
         done = (positions >= 0) & (positions + size <= ends)
         rows = positions[done]
@@ -169,7 +166,7 @@ def _bool_code(values: npt.NDArray[np.generic]) -> UInt32s:
 
 
 def _string_kernel(
-    buffer: Bytes, positions: Int64s, ends: Int64s, codes: UInt32s
+    buffer: UInt8s, positions: Int64s, ends: Int64s, codes: UInt32s
 ) -> npt.NDArray[np.bool_]:
     """`StringValue.writeString` (varint length + 1, then a varint per UTF-16 unit):
     `String.hashCode` is the 31-polynomial over the units. ASCII text is its own units, a byte
@@ -200,7 +197,7 @@ def _string_kernel(
 
 
 def _wide_codes(
-    buffer: Bytes, starts: Int64s, counts: Int64s, ends: Int64s
+    buffer: UInt8s, starts: Int64s, counts: Int64s, ends: Int64s
 ) -> tuple[UInt32s, npt.NDArray[np.bool_]]:
     """31-polynomial hash of `counts` varint UTF-16 units at each start (each unit at most
     three bytes: a window of 3 × count, within the key, holds every string), and which rows
@@ -248,7 +245,7 @@ def _wide_codes(
 
 
 def _polynomial(
-    buffer: Bytes, starts: Int64s, counts: Int64s
+    buffer: UInt8s, starts: Int64s, counts: Int64s
 ) -> tuple[UInt32s, npt.NDArray[np.bool_]]:
     """31-polynomial hash of each byte run, and whether all its bytes are ASCII: runs of one
     length at a time, as a matrix of their bytes (keys of a job tend to few lengths)."""

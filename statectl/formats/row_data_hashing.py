@@ -15,12 +15,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from statectl.formats.arrays import Bools, Int64s, UInt8s, UInt32s
 from statectl.formats.java_types import MURMUR_SEED
-
-Int64s = npt.NDArray[np.int64]
-UInt32s = npt.NDArray[np.uint32]
-Bytes = npt.NDArray[np.uint8]
-Bools = npt.NDArray[np.bool_]
 
 _SIZE_BYTES = 4  # the i32 size before the row
 
@@ -55,7 +51,7 @@ def hash_rows(rows: npt.NDArray[np.uint8]) -> UInt32s:
     return _fmix(h1, size)
 
 
-def row_data_kernel(buffer: Bytes, positions: Int64s, ends: Int64s, codes: UInt32s) -> Bools:
+def row_data_kernel(buffer: UInt8s, positions: Int64s, ends: Int64s, codes: UInt32s) -> Bools:
     """Hash codes (uint32 bits of a Java int) of the RowData keys at `positions` (each within
     its composite key `[.., ends[i])`) into `codes`; True for each key hashed here."""
     done = np.zeros(len(positions), np.bool_)

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from statectl.errors import StatectlError
 from statectl.formats import entry_scan, keyed_blocks
+from statectl.formats.arrays import Bools, Int64s
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import (
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
     from statectl.formats.class_files import ClassFinder
 
-Int64s = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
 
 BATCH_ROWS = 8192
 

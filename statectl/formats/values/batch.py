@@ -22,6 +22,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from statectl.formats.arrays import Bools, Int64s, UInt8s
 from statectl.formats.state_values import LIST_DELIMITER
 from statectl.formats.values import scalars
 from statectl.formats.values.binary_fields import (
@@ -45,9 +46,6 @@ from statectl.formats.values.model import Codec
 from statectl.formats.values.pojo import NO_SUBCLASS, PojoCodec
 from statectl.formats.values.row_data import RowDataCodec
 
-Int64s = npt.NDArray[np.int64]
-Bools = npt.NDArray[np.bool_]
-U8s = npt.NDArray[np.uint8]
 _IS_NULL = 1
 _HIGH_BIT = 0x80
 
@@ -61,7 +59,7 @@ class Buffer:
     def __init__(self, *parts: bytes | bytearray | memoryview) -> None:
         """The parts' bytes one after another (copied once)."""
         self.size = sum(len(part) for part in parts)
-        self.data: U8s = np.empty(self.size + PAD, np.uint8)
+        self.data: UInt8s = np.empty(self.size + PAD, np.uint8)
         at = 0
         for part in parts:
             self.data[at : at + len(part)] = np.frombuffer(part, np.uint8)
@@ -80,7 +78,7 @@ class Buffer:
             found = self._views[dtype] = np.ndarray((count,), dtype, self.data, 0, (1,))
         return found
 
-    def byte(self, pos: Int64s) -> U8s:
+    def byte(self, pos: Int64s) -> UInt8s:
         """The byte at each position (past the end: a padding or the last byte; callers check
         bounds themselves)."""
         return self.data[_within(pos, len(self.data) - 1)]
@@ -90,7 +88,7 @@ class Buffer:
         view = self.view(dtype)
         return view[_within(pos, len(view) - 1)]
 
-    def ranges(self, starts: Int64s, lengths: Int64s) -> U8s:
+    def ranges(self, starts: Int64s, lengths: Int64s) -> UInt8s:
         """The bytes [start, start + length) of every row, one after another."""
         if not len(starts) or not int(lengths.max(initial=0)):
             return np.zeros(0, np.uint8)

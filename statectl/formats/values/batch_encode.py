@@ -23,13 +23,11 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from statectl.formats.arrays import Bools, Int64s, UInt8s
 from statectl.formats.values import scalars
-from statectl.formats.values.batch import Int64s, bool_bits_array, fixed_width_array
+from statectl.formats.values.batch import bool_bits_array, fixed_width_array
 from statectl.formats.values.composites import WindowCodec
 from statectl.formats.values.model import Codec
-
-Bools = npt.NDArray[np.bool_]
-U8s = npt.NDArray[np.uint8]
 
 BINARY = pa.large_binary()
 _EMPTY = pa.scalar(b"", BINARY)
@@ -86,7 +84,7 @@ def lengths_of(rows: pa.Array) -> Int64s:
     return np.diff(offsets_of(rows))
 
 
-def data_of(rows: pa.Array) -> U8s:
+def data_of(rows: pa.Array) -> UInt8s:
     """The data buffer of a binary or string array (all of it: index it with `offsets_of`)."""
     data = rows.buffers()[2]
     return np.zeros(0, np.uint8) if data is None else np.frombuffer(data, np.uint8)
@@ -251,7 +249,7 @@ class JavaString(BatchWriter):
         return join(headers, bodies), bad
 
 
-def _rows_with_high_bytes(data: U8s, offsets: Int64s) -> Bools:
+def _rows_with_high_bytes(data: UInt8s, offsets: Int64s) -> Bools:
     """The rows whose bytes [offsets[r], offsets[r + 1]) hold a byte ≥ 0x80."""
     rows = np.zeros(len(offsets) - 1, np.bool_)
     used = data[offsets[0] : offsets[-1]] if len(offsets) > 1 else data[:0]
@@ -261,7 +259,7 @@ def _rows_with_high_bytes(data: U8s, offsets: Int64s) -> Bools:
     return rows
 
 
-def _utf16_varints(data: U8s, starts: Int64s, lengths: Int64s) -> tuple[pa.Array, Int64s] | None:
+def _utf16_varints(data: UInt8s, starts: Int64s, lengths: Int64s) -> tuple[pa.Array, Int64s] | None:
     """UTF-8 strings (the ranges of `data`) as `StringValue` writes their characters: each
     UTF-16 unit a varint (a character past U+FFFF two units, a surrogate pair). The rows'
     bytes and their numbers of units; None when the bytes are not UTF-8."""

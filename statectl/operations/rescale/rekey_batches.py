@@ -21,6 +21,7 @@ from numpy.lib.stride_tricks import as_strided, sliding_window_view
 
 from statectl.errors import StatectlError
 from statectl.formats import entry_scan, key_hashing, keyed_blocks
+from statectl.formats.arrays import Int64s
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.key_groups import operator_index_for_key_group
 from statectl.operations.rescale.rekey import (
@@ -39,8 +40,6 @@ from statectl.savepoint.entries import heap_key_group_rows
 
 _BATCH_BYTES = 2 << 20  # entries hashed together: amortises numpy, stays in the CPU caches
 _I32 = struct.Struct(">i")
-
-Int64s = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)
