@@ -77,7 +77,7 @@ from statectl.formats.values.json_form import (
     map_json,
     time_of_day_json,
 )
-from statectl.formats.values.model import Codec, Context, Undecodable, register
+from statectl.formats.values.model import Codec, Context, Undecodable, ValueForms, register
 from statectl.formats.values.scalars import MAX_DECIMAL_SCALE, decimal_of, unscaled_of
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def _need(buf: memoryview, pos: int, size: int, what: str) -> None:
 # --- the types of a schema -----------------------------------------------------------------------
 
 
-class AvroType:
+class AvroType(ValueForms):
     """One Avro type: reads and writes its values, and says what they are."""
 
     __slots__ = ("height", "min_size", "size", "union_name")
@@ -144,25 +144,6 @@ class AvroType:
 
     def write(self, value: Any, out: bytearray) -> None:
         raise NotImplementedError
-
-    def arrow_type(self) -> pa.DataType:
-        raise NotImplementedError
-
-    def to_arrow(self, value: Any) -> Any:
-        return value
-
-    def from_arrow(self, value: Any) -> Any:
-        """`Codec.from_arrow` for a value of this type (never None)."""
-        return value
-
-    def to_json(self, value: Any) -> Any:
-        return value
-
-    def describe(self) -> str:
-        raise NotImplementedError
-
-    def tree(self) -> dict[str, Any]:
-        return {"type": self.describe()}
 
 
 class NullType(AvroType):

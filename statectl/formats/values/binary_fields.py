@@ -29,7 +29,7 @@ from statectl.formats.values.json_form import (
     float_json,
     time_of_day_json,
 )
-from statectl.formats.values.model import Undecodable
+from statectl.formats.values.model import Undecodable, ValueForms
 from statectl.formats.values.scalars import decimal_of, string_to_arrow
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def _chunk(buf: memoryview, base: int, word: int) -> memoryview:
     return buf[start : start + size]
 
 
-class Field:
+class Field(ValueForms):
     """One SQL type as it sits in a row slot (8 bytes) or an array element (`width` bytes)."""
 
     __slots__ = ("type",)
@@ -88,24 +88,8 @@ class Field:
         """Fill the slot at `at` of `out` (a row or array), appending var chunks to `out`."""
         raise NotImplementedError
 
-    def arrow_type(self) -> pa.DataType:
-        raise NotImplementedError
-
-    def to_arrow(self, value: Any) -> Any:
-        return value
-
-    def from_arrow(self, value: Any) -> Any:
-        """`Codec.from_arrow` for a value of this field (never None)."""
-        return value
-
-    def to_json(self, value: Any) -> Any:
-        return value
-
     def describe(self) -> str:
         return self.type.describe()
-
-    def tree(self) -> dict[str, Any]:
-        return {"type": self.describe()}
 
 
 # --- scalars in the slot -------------------------------------------------------------------------

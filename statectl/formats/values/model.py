@@ -62,22 +62,12 @@ class TtlValue:
     value: Any
 
 
-class Codec:
-    """Reads and writes one serializer's values, and says what they are."""
+class ValueForms:
+    """What a type's values are besides their bytes: an Arrow type, a value's Arrow and JSON
+    forms, a one-line description and a type tree. Every `Codec` says so, and so do the parts
+    of one that are no codec of their own (an Avro schema's types, a row's fields)."""
 
     __slots__ = ()
-    # Bytes per value when every value takes the same (TypeSerializer.getLength), else None.
-    fixed_length: int | None = None
-    # The Java class (or serializer) the codec stands for, shown for raw values.
-    type_class: str = ""
-
-    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
-        """The value serialized at `pos` and the position after it."""
-        raise NotImplementedError
-
-    def write(self, value: Any, out: bytearray) -> None:
-        """Append `value` as the serializer writes it."""
-        raise NotImplementedError
 
     def arrow_type(self) -> pa.DataType:
         raise NotImplementedError
@@ -106,6 +96,24 @@ class Codec:
     def tree(self) -> dict[str, Any]:
         """The type as a JSON tree (`inspect --json`)."""
         return {"type": self.describe()}
+
+
+class Codec(ValueForms):
+    """Reads and writes one serializer's values, and says what they are."""
+
+    __slots__ = ()
+    # Bytes per value when every value takes the same (TypeSerializer.getLength), else None.
+    fixed_length: int | None = None
+    # The Java class (or serializer) the codec stands for, shown for raw values.
+    type_class: str = ""
+
+    def read(self, buf: memoryview, pos: int) -> tuple[Any, int]:
+        """The value serialized at `pos` and the position after it."""
+        raise NotImplementedError
+
+    def write(self, value: Any, out: bytearray) -> None:
+        """Append `value` as the serializer writes it."""
+        raise NotImplementedError
 
     def decode(self, data: bytes | bytearray | memoryview) -> Any:
         """One value that fills `data` exactly."""
