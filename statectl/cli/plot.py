@@ -141,13 +141,11 @@ def _draw_candidates(axes: Axes, op: OperatorOutlook, chosen: Candidate) -> None
     current = next((i for i, c in enumerate(candidates) if c.parallelism == op.parallelism), None)
     if current is not None:
         axes.axvspan(current - 0.5, current + 0.5, color=_CURRENT, alpha=0.12, label="current")
-    axes.set_title(
+    title = (
         f"{_label(op)}: largest and mean subtask per candidate parallelism "
-        f"(max/mean above; current p={op.parallelism})",
-        fontsize=9,
+        f"(max/mean above; current p={op.parallelism})"
     )
-    axes.set_xlabel("candidate parallelism", fontsize=8)
-    axes.set_ylabel(f"keyed state ({unit})", fontsize=8)
+    _label_axes(axes, title, "candidate parallelism", unit)
     axes.legend(fontsize=7, loc="upper right")
 
 
@@ -167,13 +165,11 @@ def _draw_subtasks(axes: Axes, op: OperatorOutlook, chosen: Candidate) -> None:
     colours = [_MAX if b == largest else _MEAN for b in loads.subtask_bytes]
     axes.bar(range(loads.parallelism), [b / scale for b in loads.subtask_bytes], color=colours)
     axes.axhline(loads.mean / scale, color=_CURRENT, linestyle=":", linewidth=1, label="mean")
-    axes.set_title(
+    title = (
         f"{_label(op)}: bytes per subtask at p={loads.parallelism} ({_role(op, chosen)}; "
-        f"max/mean {loads.max_over_mean:.2f})",
-        fontsize=9,
+        f"max/mean {loads.max_over_mean:.2f})"
     )
-    axes.set_xlabel("subtask", fontsize=8)
-    axes.set_ylabel(f"keyed state ({unit})", fontsize=8)
+    _label_axes(axes, title, "subtask", unit)
     if loads.parallelism <= 32:
         axes.set_xticks(range(loads.parallelism))
     axes.legend(fontsize=7, loc="upper right")
@@ -204,11 +200,18 @@ def _draw_key_groups(axes: Axes, op: OperatorOutlook, chosen: Candidate) -> None
                 label=f"subtask boundaries at p={parallelism} ({role})" if index == 1 else None,
             )
     axes.set_xlim(0, op.max_parallelism)
-    axes.set_title(f"{_label(op)}: bytes per key group (M={op.max_parallelism})", fontsize=9)
-    axes.set_xlabel(f"key group (0–{op.max_parallelism - 1})", fontsize=8)
-    axes.set_ylabel(f"keyed state ({unit})", fontsize=8)
+    title = f"{_label(op)}: bytes per key group (M={op.max_parallelism})"
+    _label_axes(axes, title, f"key group (0–{op.max_parallelism - 1})", unit)
     if any(p > 1 for p, *_ in marked):
         axes.legend(fontsize=7, loc="upper right")
+
+
+def _label_axes(axes: Axes, title: str, x_label: str, unit: str) -> None:
+    """A chart's title and axis labels, in the type sizes of every chart of the figure; the
+    y axis is always keyed state, in `unit`."""
+    axes.set_title(title, fontsize=9)
+    axes.set_xlabel(x_label, fontsize=8)
+    axes.set_ylabel(f"keyed state ({unit})", fontsize=8)
 
 
 def byte_unit(largest: float) -> tuple[float, str]:
