@@ -7,20 +7,12 @@ from typing import Annotated
 import typer
 
 from statectl.cli import output
-from statectl.cli.options import (
-    JsonOption,
-    OperatorOption,
-    ReadOptions,
-    SavepointArgument,
-    option_groups,
-)
+from statectl.cli.options import ReadOptions, ShowOptions, option_groups
 
 
 @option_groups
 def inspect(
-    path: SavepointArgument,
-    json_output: JsonOption = False,
-    operator: OperatorOption = None,
+    shown: ShowOptions,
     deep: Annotated[
         bool, typer.Option("--deep", help="Walk every key-group block and count entries per state.")
     ] = False,
@@ -38,10 +30,10 @@ def inspect(
       statectl inspect ./sp --json | jq '.operators[] | {uid, parallelism}'
     """
 
-    render = output.renderer(json_output)
+    render = output.renderer(shown.json_output)
     with render.progress("inspect", writes=False, shown=deep) as progress:
         progress.phase("reading metadata")
-        savepoint = read.open(path)
-        savepoint.ensure_consistent(operator, progress=progress.update)
-        summary = savepoint.inspect(operator, deep, progress=progress.update)
+        savepoint = read.open(shown.path)
+        savepoint.ensure_consistent(shown.operator, progress=progress.update)
+        summary = savepoint.inspect(shown.operator, deep, progress=progress.update)
     render.inspect(summary)

@@ -1,6 +1,6 @@
 """Options and arguments shared by several commands, declared once, and their parsing; the
-options that travel together as groups (`ReadOptions`, `SparkOptions` and the write groups made
-of them, see `option_groups`).
+options that travel together as groups (`ReadOptions`, `SparkOptions`, `ShowOptions` and the
+write groups made of them, see `option_groups`).
 
 Names, help texts and defaults are part of the interface: users' scripts depend on them.
 """
@@ -11,7 +11,7 @@ import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar, cast, get_type_hints
 
 import typer
@@ -175,6 +175,15 @@ class SparkOptions:
 
 
 @dataclass(frozen=True)
+class ShowOptions:
+    """What `inspect` and `positions` show, and how: the savepoint, `--json` and `--operator`."""
+
+    path: SavepointArgument
+    json_output: JsonOption = False
+    operator: OperatorOption = None
+
+
+@dataclass(frozen=True)
 class RewriteOptions:
     """How `migrate` and `upgrade` write: `--overwrite`, `--json`, then the `ReadOptions` and
     the `SparkOptions`."""
@@ -237,8 +246,9 @@ def _options_of(group: type[Any], kind: inspect._ParameterKind) -> list[inspect.
             assert isinstance(hint, type)
             parameters += _options_of(hint, kind)
         else:
+            default = inspect.Parameter.empty if field_.default is MISSING else field_.default
             parameters.append(
-                inspect.Parameter(field_.name, kind, default=field_.default, annotation=hint)
+                inspect.Parameter(field_.name, kind, default=default, annotation=hint)
             )
     return parameters
 

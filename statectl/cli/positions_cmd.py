@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from statectl.cli.options import (
-    JsonOption,
-    OperatorOption,
-    ReadOptions,
-    SavepointArgument,
-    option_groups,
-)
+from statectl.cli.options import ReadOptions, ShowOptions, option_groups
 
 
 @option_groups
 def positions_command(
-    path: SavepointArgument,
-    json_output: JsonOption = False,
-    operator: OperatorOption = None,
+    shown: ShowOptions,
     *,
     read: ReadOptions,
 ) -> None:
@@ -33,9 +25,9 @@ def positions_command(
     from statectl.cli import positions_view
     from statectl.cli.console import print_json
 
-    savepoint = read.open(path)
-    report = savepoint.positions(operator)
-    if json_output:
+    savepoint = read.open(shown.path)
+    report = savepoint.positions(shown.operator)
+    if shown.json_output:
         print_json(positions_view.positions_json(report))
     else:
         positions_view.print_positions(report)
