@@ -36,7 +36,7 @@ that stay Kryo are kept as they are (the 2.x Kryo codec writes them with Kryo 5)
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -165,24 +165,30 @@ _SHORT_NAMES = {
     "Timestamp": "java.sql.Timestamp",
 }
 
-# Kryo objects of these classes, as the 2.x scalar codecs take them.
-_KRYO_SCALARS: dict[str, tuple[Codec, Any]] = {
-    "java.lang.String": (STRING, lambda v: v),
-    "java.lang.Boolean": (BOOLEAN, lambda v: v),
-    "java.lang.Byte": (BYTE, lambda v: v),
-    "java.lang.Short": (SHORT, lambda v: v),
-    "java.lang.Integer": (INT, lambda v: v),
-    "java.lang.Long": (LONG, lambda v: v),
-    "java.lang.Float": (FLOAT, lambda v: v),
-    "java.lang.Double": (DOUBLE, lambda v: v),
-    "java.lang.Character": (CHAR, lambda v: v),
-    "java.util.Date": (JAVA_DATE, lambda v: v),
-    "java.sql.Date": (SQL_DATE, lambda v: v),
-    "java.sql.Time": (SQL_TIME, lambda v: v),
-    "java.sql.Timestamp": (SQL_TIMESTAMP, lambda v: v[0] * 1_000_000_000 + v[1]),
+# Kryo objects of these classes are values of these 2.x scalar codecs...
+_KRYO_SCALARS: dict[str, Codec] = {
+    "java.lang.String": STRING,
+    "java.lang.Boolean": BOOLEAN,
+    "java.lang.Byte": BYTE,
+    "java.lang.Short": SHORT,
+    "java.lang.Integer": INT,
+    "java.lang.Long": LONG,
+    "java.lang.Float": FLOAT,
+    "java.lang.Double": DOUBLE,
+    "java.lang.Character": CHAR,
+    "java.util.Date": JAVA_DATE,
+    "java.sql.Date": SQL_DATE,
+    "java.sql.Time": SQL_TIME,
+    "java.sql.Timestamp": SQL_TIMESTAMP,
+    "java.math.BigInteger": BIG_INTEGER,
+    "java.math.BigDecimal": BIG_DECIMAL,
+}
+# ...taken as they are, but these, which the codec takes in another form.
+_KRYO_SCALAR_FORMS: dict[str, Callable[[Any], Any]] = {
+    "java.sql.Timestamp": lambda v: v[0] * 1_000_000_000 + v[1],
     # Read by Kryo, a BigInteger is never the ZERO/ONE/TEN constant BigIntSerializer shortens.
-    "java.math.BigInteger": (BIG_INTEGER, lambda v: JavaBigInteger(v) if v in (0, 1, 10) else v),
-    "java.math.BigDecimal": (BIG_DECIMAL, Decimal),
+    "java.math.BigInteger": lambda v: JavaBigInteger(v) if v in (0, 1, 10) else v,
+    "java.math.BigDecimal": Decimal,
 }
 
 
@@ -520,13 +526,13 @@ def from_kryo(codec: Codec, obj: Any) -> Any:
         return [(from_kryo(codec.key, k), from_kryo(codec.value, v)) for k, v in _pairs(obj)]
     if isinstance(codec, ListCodec):  # and SetCodec: a list of the elements
         return [from_kryo(codec.element, item) for item in _items(obj)]
-    scalar = _KRYO_SCALARS.get(obj.java_class)
-    if scalar is None or scalar[0] is not codec:
+    if _KRYO_SCALARS.get(obj.java_class) is not codec:
         raise Undecodable(
             f"a Kryo {obj.java_class} where Flink 2.x writes {codec.describe()}: the hinted "
             "element type does not match the values"
         )
-    return scalar[1](obj.value)
+    form = _KRYO_SCALAR_FORMS.get(obj.java_class)
+    return obj.value if form is None else form(obj.value)
 
 
 def _items(obj: KryoObject) -> list[Any]:
