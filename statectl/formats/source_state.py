@@ -88,14 +88,38 @@ class _Layout(Generic[State]):
     write: Callable[[State, int], bytes]
 
 
-def _written(
-    layouts: Mapping[str, _Layout[State]], kind: str, value: State, version: int, what: str
-) -> Versioned:
-    """`value` written by the layout of `kind`, which must be the layout of its type."""
-    layout = layouts.get(kind)
-    if layout is None or not isinstance(value, layout.type):
-        raise FormatError(f"cannot write a {type(value).__name__} as a {kind} {what}")
-    return Versioned(version, layout.write(value, version))
+@dataclass(frozen=True, slots=True)
+class _Layouts(Generic[State]):
+    """The layouts of one thing sources keep (`what`: their splits, or their enumerator state),
+    by source kind. Any: each layout takes its own kind's type of `State`."""
+
+    what: str
+    by_kind: Mapping[str, _Layout[Any]]
+
+    def read(self, kind: str, framed: Versioned) -> State:
+        """The `what` of a known source `kind`; FormatError (with offsets) if it does not
+        parse."""
+        value: State = self.by_kind[kind].read(framed.data, framed.version)
+        return value
+
+    def write(self, kind: str, value: State, version: int) -> Versioned:
+        """`read`'s inverse: the serializer's output and its version; the layout of `kind`
+        must be the layout of the value's type."""
+        layout = self.by_kind.get(kind)
+        if layout is None or not isinstance(value, layout.type):
+            raise FormatError(f"cannot write a {type(value).__name__} as a {kind} {self.what}")
+        return Versioned(version, layout.write(value, version))
+
+    def kinds(self, framed: Versioned) -> tuple[str, ...]:
+        """The kinds whose layout reads these bytes exactly."""
+        return tuple(kind for kind in KINDS if self._parses(kind, framed))
+
+    def _parses(self, kind: str, framed: Versioned) -> bool:
+        try:
+            self.read(kind, framed)
+        except FormatError:
+            return False
+        return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,30 +450,19 @@ def write_number_sequence_split(split: NumberSequenceSplit, version: int = 1) ->
     return out.getvalue()
 
 
-# Any: each layout takes its own kind's type of split.
-_SPLIT_LAYOUTS: dict[str, _Layout[Any]] = {
-    FILE: _Layout(FileSplit, read_file_split, write_file_split),
-    KAFKA: _Layout(KafkaSplit, read_kafka_split, write_kafka_split),
-    NUMBER_SEQUENCE: _Layout(
-        NumberSequenceSplit, read_number_sequence_split, write_number_sequence_split
-    ),
-}
-
-
-def read_split(kind: str, split: Versioned) -> Split:
-    """The split of a known source `kind`; FormatError (with offsets) if it does not parse."""
-    read: Split = _SPLIT_LAYOUTS[kind].read(split.data, split.version)
-    return read
-
-
-def write_split(kind: str, split: Split, version: int) -> Versioned:
-    """`read_split`'s inverse: the split serializer's output and its version."""
-    return _written(_SPLIT_LAYOUTS, kind, split, version, "split")
-
-
-def split_kinds(split: Versioned) -> tuple[str, ...]:
-    """The kinds whose split layout reads these bytes exactly."""
-    return tuple(k for k in KINDS if _parses(read_split, k, split))
+_SPLITS: _Layouts[Split] = _Layouts(
+    "split",
+    {
+        FILE: _Layout(FileSplit, read_file_split, write_file_split),
+        KAFKA: _Layout(KafkaSplit, read_kafka_split, write_kafka_split),
+        NUMBER_SEQUENCE: _Layout(
+            NumberSequenceSplit, read_number_sequence_split, write_number_sequence_split
+        ),
+    },
+)
+read_split = _SPLITS.read
+write_split = _SPLITS.write
+split_kinds = _SPLITS.kinds
 
 
 # --- enumerator state ------------------------------------------------------------------------
@@ -692,39 +705,21 @@ def _write_kafka_enumerator_of(state: KafkaEnumerator, version: int) -> bytes:
     return write_kafka_enumerator(state)
 
 
-_ENUMERATOR_LAYOUTS: dict[str, _Layout[Any]] = {
-    FILE: _Layout(FileEnumerator, read_file_enumerator, write_file_enumerator),
-    KAFKA: _Layout(KafkaEnumerator, read_kafka_enumerator, _write_kafka_enumerator_of),
-    NUMBER_SEQUENCE: _Layout(
-        NumberSequenceEnumerator, read_number_sequence_enumerator, write_number_sequence_enumerator
-    ),
-}
-
-
-def read_enumerator(kind: str, state: Versioned) -> Enumerator:
-    read: Enumerator = _ENUMERATOR_LAYOUTS[kind].read(state.data, state.version)
-    return read
-
-
-def write_enumerator(kind: str, state: Enumerator, version: int) -> Versioned:
-    """`read_enumerator`'s inverse."""
-    return _written(_ENUMERATOR_LAYOUTS, kind, state, version, "enumerator")
-
-
-def enumerator_kinds(state: Versioned) -> tuple[str, ...]:
-    """The kinds whose enumerator layout reads these bytes exactly."""
-    return tuple(k for k in KINDS if _parses(read_enumerator, k, state))
-
-
-T = TypeVar("T")
-
-
-def _parses(read: Callable[[str, Versioned], T], kind: str, data: Versioned) -> bool:
-    try:
-        read(kind, data)
-    except FormatError:
-        return False
-    return True
+_ENUMERATORS: _Layouts[Enumerator] = _Layouts(
+    "enumerator",
+    {
+        FILE: _Layout(FileEnumerator, read_file_enumerator, write_file_enumerator),
+        KAFKA: _Layout(KafkaEnumerator, read_kafka_enumerator, _write_kafka_enumerator_of),
+        NUMBER_SEQUENCE: _Layout(
+            NumberSequenceEnumerator,
+            read_number_sequence_enumerator,
+            write_number_sequence_enumerator,
+        ),
+    },
+)
+read_enumerator = _ENUMERATORS.read
+write_enumerator = _ENUMERATORS.write
+enumerator_kinds = _ENUMERATORS.kinds
 
 
 # --- which source ----------------------------------------------------------------------------
