@@ -49,8 +49,7 @@ def _migrated_operator_json(op: MigratedOperator) -> dict[str, Any]:
         "id": change.new_id,
         "old_uid": change.old_uid,
         "old_id": change.old_id,
-        "files": op.files,
-        "bytes": op.bytes,
+        **pick_fields(op, "files", "bytes"),
     }
 
 

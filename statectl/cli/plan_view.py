@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from statectl.api import key_group_range
+from statectl.cli.console import pick_fields
 from statectl.cli.units import human_bytes
 
 if TYPE_CHECKING:  # rich draws the tables only: `plan --json` needs none of it
@@ -38,12 +39,7 @@ def plan_json(plan: ParallelismPlan) -> dict[str, Any]:
 def _operator_json(op: OperatorOutlook) -> dict[str, Any]:
     hint = op.recommendation
     return {
-        "uid": op.uid,
-        "id": op.id,
-        "name": op.name,
-        "max_parallelism": op.max_parallelism,
-        "parallelism": op.parallelism,
-        "keyed_format": op.keyed_format,
+        **pick_fields(op, "uid", "id", "name", "max_parallelism", "parallelism", "keyed_format"),
         "estimated": op.estimated,
         "key_group_bytes": list(op.key_group_bytes),
         **({"key_group_entries": list(op.key_group_entries)} if op.key_group_entries else {}),

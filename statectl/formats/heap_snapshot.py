@@ -44,7 +44,7 @@ from statectl.formats.java_types import (
     key_group_prefix,
     key_group_prefix_bytes,
 )
-from statectl.formats.keyed_blocks import Entry
+from statectl.formats.keyed_blocks import Entry, check_state_id
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import KeyedStateHeader
 from statectl.formats.state_values import (
@@ -130,14 +130,7 @@ def read_key_group(
     for _ in states:
         pos = reader.pos
         state_id = reader.u16("state id")
-        if state_id >= len(states):
-            raise FormatError(
-                f"unknown state id {state_id} at offset {pos} {where} (the header lists "
-                f"{len(states)} states)"
-            )
-        if state_id in seen:
-            raise FormatError(f"state id {state_id} appears twice at offset {pos} {where}")
-        seen.add(state_id)
+        check_state_id(state_id, len(states), seen, f"at offset {pos} {where}")
         reader.state(state_id, states[state_id])
     if reader.pos != len(body):
         raise FormatError(

@@ -301,15 +301,20 @@ def _state_id(data: memoryview, pos: int, num_states: int | None, seen: set[int]
         raise FormatError(
             f"key-group block has an end mark at offset {pos} where a state run starts"
         )
+    check_state_id(state_id, num_states, seen, f"at offset {pos} of a key-group block")
+    return state_id
+
+
+def check_state_id(state_id: int, num_states: int | None, seen: set[int], where: str) -> None:
+    """A state run's id names a state of the header (when its count is known), once a key
+    group: in either layout, a block's states are written one run each."""
     if num_states is not None and state_id >= num_states:
         raise FormatError(
-            f"unknown state id {state_id} at offset {pos} of a key-group block "
-            f"(the header lists {num_states} states)"
+            f"unknown state id {state_id} {where} (the header lists {num_states} states)"
         )
     if state_id in seen:
-        raise FormatError(f"state id {state_id} appears twice in one key-group block")
+        raise FormatError(f"state id {state_id} appears twice {where}")
     seen.add(state_id)
-    return state_id
 
 
 def _check_end(end: int, size: int) -> None:

@@ -77,6 +77,7 @@ class Versioned:
 
 
 State = TypeVar("State")
+Record = TypeVar("Record")
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,10 +240,16 @@ class NumberSequenceSplit:
 
 
 @dataclass(frozen=True, slots=True)
-class UnrecognisedSplit:
+class Unrecognised:
+    """A split or an enumerator state statectl cannot read: its bytes, kept as they are."""
+
     version: int
     data: bytes
     reason: str
+
+
+UnrecognisedSplit = Unrecognised
+UnrecognisedEnumerator = Unrecognised
 
 
 Split = FileSplit | KafkaSplit | NumberSequenceSplit | UnrecognisedSplit
@@ -407,47 +414,56 @@ def _nullable_string(reader: DataReader) -> str | None:
     return text
 
 
-def read_kafka_split(data: bytes, version: int = 0) -> KafkaSplit:
-    """`KafkaPartitionSplitSerializer` v0: utf topic, i32 partition, i64 start, i64 stop."""
-    if version != 0:
-        raise FormatError(f"KafkaPartitionSplit: unknown serializer version {version}")
-    reader = DataReader(data)
-    split = KafkaSplit(reader.read_utf(), reader.read_i32(), reader.read_i64(), reader.read_i64())
-    _expect_end(reader, "KafkaPartitionSplit")
-    return split
+@dataclass(frozen=True, slots=True)
+class _FieldsLayout(Generic[Record]):
+    """A split serializer that writes its record's fields in order, each a Java `DataOutput`
+    primitive, after nothing else: one version, read and written from this table."""
+
+    name: str
+    version: int
+    record: Callable[..., Record]
+    fields: tuple[tuple[str, str], ...]  # (attribute, "utf" | "i32" | "i64"), in order
+
+    def read(self, data: bytes, version: int | None = None) -> Record:
+        self._check(version)
+        reader = DataReader(data)
+        readers = {"utf": reader.read_utf, "i32": reader.read_i32, "i64": reader.read_i64}
+        record = self.record(*(readers[kind]() for _, kind in self.fields))
+        _expect_end(reader, self.name)
+        return record
+
+    def write(self, record: Record, version: int | None = None) -> bytes:
+        self._check(version)
+        out = DataWriter()
+        writers: dict[str, Callable[[Any], None]] = {
+            "utf": out.write_utf,
+            "i32": out.write_i32,
+            "i64": out.write_i64,
+        }
+        for attribute, kind in self.fields:
+            writers[kind](getattr(record, attribute))
+        return out.getvalue()
+
+    def _check(self, version: int | None) -> None:
+        if version is not None and version != self.version:
+            raise FormatError(f"{self.name}: unknown serializer version {version}")
 
 
-def write_kafka_split(split: KafkaSplit, version: int = 0) -> bytes:
-    """`KafkaPartitionSplitSerializer` v0."""
-    if version != 0:
-        raise FormatError(f"KafkaPartitionSplit: unknown serializer version {version}")
-    out = DataWriter()
-    out.write_utf(split.topic)
-    out.write_i32(split.partition)
-    out.write_i64(split.starting_offset)
-    out.write_i64(split.stopping_offset)
-    return out.getvalue()
-
-
-def read_number_sequence_split(data: bytes, version: int = 1) -> NumberSequenceSplit:
-    """`NumberSequenceSource.SplitSerializer` v1: utf id, i64 from, i64 to."""
-    if version != 1:
-        raise FormatError(f"NumberSequenceSplit: unknown serializer version {version}")
-    reader = DataReader(data)
-    split = NumberSequenceSplit(reader.read_utf(), reader.read_i64(), reader.read_i64())
-    _expect_end(reader, "NumberSequenceSplit")
-    return split
-
-
-def write_number_sequence_split(split: NumberSequenceSplit, version: int = 1) -> bytes:
-    """`NumberSequenceSource.SplitSerializer` v1."""
-    if version != 1:
-        raise FormatError(f"NumberSequenceSplit: unknown serializer version {version}")
-    out = DataWriter()
-    out.write_utf(split.split_id)
-    out.write_i64(split.first)
-    out.write_i64(split.last)
-    return out.getvalue()
+# `KafkaPartitionSplitSerializer` v0: utf topic, i32 partition, i64 start, i64 stop.
+_KAFKA_SPLIT = _FieldsLayout(
+    "KafkaPartitionSplit", 0, KafkaSplit,
+    (("topic", "utf"), ("partition", "i32"), ("starting_offset", "i64"),
+     ("stopping_offset", "i64")),
+)  # fmt: skip
+# `NumberSequenceSource.SplitSerializer` v1: utf id, i64 from, i64 to.
+_NUMBER_SEQUENCE_SPLIT = _FieldsLayout(
+    "NumberSequenceSplit", 1, NumberSequenceSplit,
+    (("split_id", "utf"), ("first", "i64"), ("last", "i64")),
+)  # fmt: skip
+read_kafka_split = _KAFKA_SPLIT.read
+write_kafka_split = _KAFKA_SPLIT.write
+read_number_sequence_split = _NUMBER_SEQUENCE_SPLIT.read
+write_number_sequence_split = _NUMBER_SEQUENCE_SPLIT.write
 
 
 _SPLITS: _Layouts[Split] = _Layouts(
@@ -498,13 +514,6 @@ class KafkaEnumerator:
 @dataclass(frozen=True, slots=True)
 class NumberSequenceEnumerator:
     remaining: tuple[NumberSequenceSplit, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class UnrecognisedEnumerator:
-    version: int
-    data: bytes
-    reason: str
 
 
 Enumerator = FileEnumerator | KafkaEnumerator | NumberSequenceEnumerator | UnrecognisedEnumerator

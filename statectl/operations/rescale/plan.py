@@ -403,7 +403,12 @@ def _plan_keyed(
     native_out: bool,
 ) -> list[KeyedTarget] | None:
     if has_native_keyed_state(op):
-        return _plan_native_keyed(sp, op, subtasks, new_parallelism, native_out)
+        found = _native_instances(sp, op, subtasks)
+        if found is None:
+            return None
+        info = found.header_info
+        output = _native_output(sp, op, op.max_parallelism, info) if native_out else None
+        return _plan_native_keyed(op, found, new_parallelism, output)
     old_files = _old_keyed_files(sp, subtasks)
     if not old_files:
         return None
@@ -533,17 +538,9 @@ def _native_output(
 
 
 def _plan_native_keyed(
-    sp: Savepoint,
-    op: OperatorState,
-    subtasks: Sequence[SubtaskState | None],
-    new_parallelism: int,
-    native_out: bool,
-) -> list[KeyedTarget] | None:
+    op: OperatorState, found: _NativeInstances, new_parallelism: int, output: NativeOutput | None
+) -> list[KeyedTarget]:
     """Each new subtask reads the instances whose key-group ranges intersect its range (§5.3)."""
-    found = _native_instances(sp, op, subtasks)
-    if found is None:
-        return None
-    output = _native_output(sp, op, op.max_parallelism, found.header_info) if native_out else None
     prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
     targets = []
     for index in range(new_parallelism):
