@@ -72,21 +72,19 @@ def outcome(cluster: Cluster) -> dict[str, Any]:
     cluster_env = {**env, "PYSPARK_PYTHON": str(python)}
     timings: dict[str, float] = {}
     runs: dict[tuple[str, str], Run] = {}
-    for fixture in FIXTURES:
-        for mode, run_env, extra in (
-            ("cluster", cluster_env, ("--master", cluster.master_url,
-                                      "--conf", "spark.executor.memory=512m")),
-            ("local", env, ()),
-        ):  # fmt: skip
+    modes = (
+        ("cluster", cluster_env, ("--master", cluster.master_url,
+                                  "--conf", "spark.executor.memory=512m")),
+        ("local", env, ()),
+    )  # fmt: skip
+    for mode, run_env, extra in modes:
+        for fixture in FIXTURES:
             started = time.monotonic()
             runs[fixture, mode] = _rescale(fixture, root / mode / fixture, run_env, *extra)
             timings[f"{fixture} {mode}"] = time.monotonic() - started
-            if fixture == TRANSFORMED:
-                started = time.monotonic()
-                runs[TRANSFORM, mode] = _transform(
-                    fixture, root / mode / TRANSFORM, run_env, *extra
-                )
-                timings[f"transform {mode}"] = time.monotonic() - started
+        started = time.monotonic()
+        runs[TRANSFORM, mode] = _transform(TRANSFORMED, root / mode / TRANSFORM, run_env, *extra)
+        timings[f"transform {mode}"] = time.monotonic() - started
     restorable = [f for f in (*FIXTURES, TRANSFORM) if runs[f, "cluster"].returncode == 0]
     requests = [
         RestoreRequest(
