@@ -22,10 +22,11 @@ the `source` savepoint carried over (`State.replace`, `Savepoint.write`):
 >>> df.write.format("flink-state").option("source", src).option("operator", "orders") \\
 ...     .option("state", "totals").mode("append").save("s3://bucket/savepoints/fixed")
 
-Each task writes its rows as one Arrow IPC file into a folder beside the destination
-(`.statectl-rows-NAME-…`); the driver's commit reads them all into one table, replaces the
-state with it and writes the savepoint through the library (staged, `_metadata` published
-last), then removes the folder (as does an abort). Spark's Python data sources take only the
+Each task encodes its rows of a keyed state into sorted runs of entries, one per target
+subtask, in a folder beside the destination (`.statectl-rows-NAME-…`); the driver's commit
+merges each subtask's runs into its file as bytes, carries the rest over and publishes
+`_metadata` last (operator state, small by nature, goes as Arrow IPC files the commit
+encodes), then removes the folder (as does an abort). Spark's Python data sources take only the
 modes `append` (an existing destination is refused, as the library refuses it) and
 `overwrite` (statectl's `overwrite`: only a savepoint is replaced).
 
