@@ -34,10 +34,10 @@ demo: setup
 	-$(VENV)/bin/statectl upgrade $(DEMO_OLD) --check
 	$(VENV)/bin/statectl upgrade $(DEMO_OLD) -o .cache/demo/upgraded --drop-unconvertible --overwrite
 
-# Workers: whole test files (module fixtures run once), one more than the cores (a worker
-# waiting for a JVM to start or Flink to restore leaves its core to another), at most 4: each
-# holds a SparkSession and starts Flink's JVMs. `make test TEST_WORKERS=0`: this process alone.
-TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0)) + 1))')
+# Workers: whole test files (module fixtures run once), one per core, at most 4: each holds a
+# SparkSession and starts Flink's JVMs (one more than the cores was slower on 2, and starved
+# a Spark cluster's executors). `make test TEST_WORKERS=0`: this process alone.
+TEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(min(4, len(os.sched_getaffinity(0))))')
 
 test: setup flink-jars
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
