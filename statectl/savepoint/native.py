@@ -18,11 +18,14 @@ the only place RocksDB reports a block that failed its checksum mid-scan.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import re
 import shutil
 import tempfile
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -165,7 +168,78 @@ def work_root() -> str:
 
 @contextlib.contextmanager
 def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
-    """The instance opened read-only in a local working folder, removed afterwards."""
+    """The instance opened read-only in a local working folder. The last few opened stay open
+    (`_OpenInstances`): reading an operator's states one by one would otherwise gather, open
+    (with paranoid checks) and remove each instance once per state."""
+    entry = _OPEN.acquire(instance)
+    try:
+        yield entry.instance
+    finally:
+        _OPEN.release(entry)
+
+
+@dataclass
+class _Opened:
+    folder: str
+    instance: OpenInstance
+    users: int = 0
+
+
+class _OpenInstances:
+    """Instances opened read-only, kept while in use and the `keep` last ones after; an
+    instance is known by its files' names, sizes and (local ones) modification times."""
+
+    def __init__(self, keep: int) -> None:
+        self.keep = keep
+        self.lock = threading.Lock()
+        self.entries: OrderedDict[tuple[Any, ...], _Opened] = OrderedDict()
+        atexit.register(self.close_all)
+
+    def acquire(self, instance: NativeInstance) -> _Opened:
+        key = _identity(instance)
+        with self.lock:
+            entry = self.entries.get(key)
+            if entry is not None:
+                return self._use(key, entry)
+        fresh = _open_in_folder(instance)  # outside the lock: it may download files
+        with self.lock:
+            entry = self._use(key, self.entries.setdefault(key, fresh))
+        if entry is not fresh:  # another thread opened it meanwhile
+            _close(fresh)
+        return entry
+
+    def _use(self, key: tuple[Any, ...], entry: _Opened) -> _Opened:
+        self.entries.move_to_end(key)
+        entry.users += 1
+        return entry
+
+    def release(self, entry: _Opened) -> None:
+        with self.lock:
+            entry.users -= 1
+            idle = [key for key, e in self.entries.items() if e.users == 0]
+            for key in idle[: max(0, len(self.entries) - self.keep)]:  # the least recent first
+                _close(self.entries.pop(key))
+
+    def close_all(self) -> None:
+        with self.lock:
+            while self.entries:
+                _close(self.entries.popitem()[1])
+
+
+def _identity(instance: NativeInstance) -> tuple[Any, ...]:
+    files = []
+    for file in (*instance.files, None):
+        stream = instance.meta if file is None else file.stream
+        location = stream.location
+        changed = None
+        if location is not None and location.is_local:
+            with contextlib.suppress(OSError):
+                changed = os.stat(location.path).st_mtime_ns
+        files.append((file and file.local_path, stream.description, stream.size, changed))
+    return instance.description, instance.key_groups, tuple(files)
+
+
+def _open_in_folder(instance: NativeInstance) -> _Opened:
     folder = tempfile.mkdtemp(prefix="statectl-rocksdb-", dir=work_root())
     try:
         for file in instance.files:
@@ -174,11 +248,19 @@ def opened(instance: NativeInstance) -> Iterator[OpenInstance]:
         try:
             _check_live_files(db, instance)
             _check_column_families(db, instance)
-            yield OpenInstance(db, instance)
-        finally:
+        except BaseException:
             db.close()
-    finally:
+            raise
+    except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return _Opened(folder, OpenInstance(db, instance))
+
+
+def _close(entry: _Opened) -> None:
+    with contextlib.suppress(Exception):
+        entry.instance.db.close()
+    shutil.rmtree(entry.folder, ignore_errors=True)
 
 
 def _check_column_families(db: Rdict, instance: NativeInstance) -> None:
@@ -658,3 +740,11 @@ def _savepoint_format(properties: bytes, old: str, new: str) -> bytes:
     patched_kind = snapshot_kind(patched)
     converted = patched_kind is not None and patched_kind.format == new
     return patched if converted else properties
+
+
+_OPEN = _OpenInstances(keep=4)
+
+
+def close_opened() -> None:
+    """Close the instances kept open and remove their folders (done at exit anyway)."""
+    _OPEN.close_all()

@@ -155,7 +155,7 @@ def _tasks_by_executor(spark: Any) -> dict[str, int]:
 
     context = spark.sparkContext
     url = f"{context.uiWebUrl}/api/v1/applications/{context.applicationId}/executors"
-    with urllib.request.urlopen(url, timeout=10) as response:
+    with urllib.request.urlopen(url, timeout=60) as response:  # a loaded machine
         executors = json.load(response)
     return {e["id"]: e["totalTasks"] for e in executors if e["id"] != "driver"}
 

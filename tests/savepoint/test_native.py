@@ -156,11 +156,15 @@ def test_summary_lists_files_and_column_families() -> None:
 def test_working_folders_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.WORK_DIR_ENV, str(tmp_path))
     instance = _instances(open_savepoint(str(fixture_savepoint("rocksdb_native_full"))), "keyed-str")[0]  # fmt: skip
+    native.close_opened()  # what earlier reads kept open
     blocks = native.read_blocks(instance, [("cnt", 0)], 0, 127, 1)
     next(blocks)
     (folder,) = tmp_path.iterdir()
     assert sorted(os.listdir(folder))[:2] == ["000018.sst", "000019.sst"]
     assert len(list(blocks)) > 10
+    assert len(list(native.read_blocks(instance, [("lst", 0)], 0, 127, 1))) > 10
+    assert list(tmp_path.iterdir()) == [folder]  # kept open for the next read, not opened again
+    native.close_opened()  # as at exit
     assert list(tmp_path.iterdir()) == []
 
 
