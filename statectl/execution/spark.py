@@ -349,26 +349,114 @@ class SparkEngine(Engine):
         write: Callable[[int, Iterator[tuple[SortKey, bytes]]], R],
     ) -> list[R]:
         """The shuffle of `sort_partitions` over chunks a DataFrame's own tasks made: rows of
-        (key group, seq, chunk bytes), each sent to `partition_of[key group]`, keyed
-        (partition, key group, seq) and sorted within the partition. A row of key group
-        `NOTES_KEY_GROUP` goes first to partition 0; one of `FAILURE_KEY_GROUP` holds a pickled
-        TaskFailure, raised here."""
+        (key group, seq, chunk bytes), each sent to `partition_of[key group]` and sorted by
+        (partition, key group, seq) in Spark's JVM, which spills what does not fit in its
+        memory; then `write(partition, records)` once per partition. A row of key group
+        `NOTES_KEY_GROUP` goes to partition 0, first; one of `FAILURE_KEY_GROUP` holds a
+        pickled TaskFailure, raised here."""
+        from pyspark.sql import functions as F
 
-        def keyed(row: Any) -> tuple[Any, Any]:
-            key_group, seq, chunk = row[0], row[1], bytes(row[2])
-            if key_group == FAILURE_KEY_GROUP:
-                return _FAILURE_KEY, pickle.loads(chunk)
-            return (partition_of[key_group] if key_group >= 0 else 0, key_group, seq), chunk
-
-        self.tasks_run["spark"] += partitions
-        context = self.context
-        _name_job(context, f"shuffle into {partitions} files")
-        job = (
-            frame.rdd.map(keyed)
-            .repartitionAndSortWithinPartitions(partitions, partitionFunc=_first)
-            .mapPartitionsWithIndex(_partition_writer(write))
+        session = frame.sparkSession
+        # Chunks are whole batches of entries: a batch of chunk rows is cut by bytes too.
+        session.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(CHUNK_BATCH_BYTES))
+        keys = spark_partition_keys(partitions)
+        routes = session.createDataFrame(_routes(partition_of, keys))  # no Python task
+        routed = (
+            frame.join(F.broadcast(routes), "key_group", "left")
+            .fillna({"partition": 0, "route": keys[0]})  # notes and failures: partition 0
+            .repartition(partitions, "route")
+            .sortWithinPartitions("partition", "key_group", "seq")
+            .select("partition", "key_group", "seq", "chunk")
         )
-        return raise_failures(collect(job))
+        _name_job(self.context, f"shuffle into {partitions} files")
+        rows = collect(routed.mapInArrow(_frame_writer(write), WRITTEN_SCHEMA))
+        self.tasks_run["spark"] += len(rows)
+        results: dict[int, R | TaskFailure] = {n: pickle.loads(result) for n, result in rows}
+        unfed = sorted(set(range(partitions)) - set(results))  # no row was sent to them
+        if unfed:
+            results.update(zip(unfed, self.run(unfed, lambda n: write(n, iter(()))), strict=True))
+        return raise_failures([results[n] for n in range(partitions)])
+
+
+def _routes(partition_of: Sequence[int], keys: Sequence[int]) -> pa.Table:
+    """Key group → (partition, the value that routes a row to that Spark partition)."""
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "key_group": pa.array(range(len(partition_of)), pa.int32()),
+            "partition": pa.array(partition_of, pa.int32()),
+            "route": pa.array([keys[n] for n in partition_of], pa.int32()),
+        }
+    )
+
+
+CHUNK_BATCH_BYTES = 8 << 20
+WRITTEN_SCHEMA = "partition int, result binary"
+
+
+def spark_partition_keys(partitions: int) -> list[int]:
+    """For each of `partitions`, the smallest int that Spark's hash partitioning
+    (`pmod(murmur3(value, seed 42), n)`, `HashPartitioning`) sends to it: routed by these,
+    each partition's rows make exactly one Spark task. (Were Spark's hash to change, rows
+    would still reach one writer each, only some writers sharing a task.)"""
+    keys: dict[int, int] = {}
+    value = 0
+    while len(keys) < partitions:
+        keys.setdefault(_spark_hash_int(value) % partitions, value)
+        value += 1
+    return [keys[n] for n in range(partitions)]
+
+
+def _spark_hash_int(value: int, seed: int = 42) -> int:
+    """Spark's `Murmur3_x86_32.hashInt(value, seed)` as a signed int (`Murmur3Hash` of an
+    IntegerType column)."""
+    mask = 0xFFFFFFFF
+
+    def rotl(x: int, r: int) -> int:
+        return ((x << r) | (x >> (32 - r))) & mask
+
+    k1 = rotl((value & mask) * 0xCC9E2D51 & mask, 15) * 0x1B873593 & mask
+    h1 = (rotl(seed ^ k1, 13) * 5 + 0xE6546B64) & mask
+    h1 ^= 4
+    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & mask
+    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & mask
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 & 0x80000000 else h1
+
+
+def _frame_writer(
+    write: Callable[[int, Iterator[Any]], R],
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """`sort_frame`'s writer for `mapInArrow`: rows sorted by (partition, key group, seq), each
+    partition's written by `write`, its result pickled into one row (a failed source's
+    TaskFailure, sorted first in partition 0, instead of that partition's file)."""
+
+    def written(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        rows = (row for batch in batches for row in zip(*batch.to_pydict().values(), strict=True))
+        for partition, group in itertools.groupby(rows, key=_first):
+            records = (((p, kg, seq), chunk) for p, kg, seq, chunk in group)
+            head = next(records)
+            if head[0][1] == FAILURE_KEY_GROUP:
+                result: R | TaskFailure = pickle.loads(head[1])
+            else:
+                result = guarded(_writing(write, itertools.chain((head,), records)))(partition)
+            for _ in records:  # what a writer left unread (none, unless it failed)
+                pass
+            yield pa.RecordBatch.from_pydict(
+                {"partition": [partition], "result": [pickle.dumps(result)]},
+                pa.schema([("partition", pa.int32()), ("result", pa.binary())]),
+            )
+
+    return written
+
+
+def _writing(
+    write: Callable[[int, Iterator[Any]], R], records: Iterator[Any]
+) -> Callable[[int], R]:
+    return lambda partition: write(partition, records)
 
 
 def _partition_writer(
