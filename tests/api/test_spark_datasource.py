@@ -8,6 +8,7 @@ aggregation equals the same aggregation over the truth; `flink-savepoint-metadat
 from __future__ import annotations
 
 import re
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -15,7 +16,6 @@ import pytest
 import statectl
 import statectl.spark
 from tests.operations.test_values_truth import (
-    FIXTURES,
     MAY_STAY_RAW,
     VALUES,
     compare,
@@ -26,8 +26,10 @@ from tests.operations.test_values_truth import (
 
 pytestmark = pytest.mark.spark
 
-# On the cluster (tests/api/test_spark_cluster.py): one of each Kryo version and backend.
-SPARK_FIXTURES = ["2.3.0-rocksdb-native", "1.20.3-hashmap-canonical"]
+# What Spark adds to the library's reads of every fixture (tests/api/test_library.py, the same
+# reader) is its types: the oldest and a 1.x native savepoint (Kryo 2), a 2.x one (Kryo 5); the
+# cluster (tests/api/test_spark_cluster.py) reads 2.3.0's native one.
+SPARK_FIXTURES = ["1.15.4-hashmap-canonical", "1.20.3-rocksdb-native", "2.3.0-hashmap-canonical"]
 _NANOS = re.compile(r"^(\d{4}-\d\d-\d\dT)?\d\d:\d\d:\d\d\.\d{7,9}Z?$")
 
 
@@ -57,19 +59,25 @@ def _micros(value: Any) -> Any:
     return value
 
 
-@pytest.mark.parametrize("fixture", FIXTURES)
+@pytest.mark.parametrize("fixture", SPARK_FIXTURES)
 def test_every_state_reads_as_flink_wrote_it(registered: Any, fixture: str) -> None:
     sp = statectl.open(str(VALUES / fixture / "savepoint"))
-    tables = {}
-    for op in sp.operators:
-        for state in op.states:
-            frame = read_state(registered, fixture, op.id, state.name)
-            table = frame.toArrow()
-            if "subtask" not in state.schema.names:
-                table = table.drop_columns(["subtask"])
-            # Spark's Arrow types (µs, date32, strings for Kryo's JSON) back to the state's.
-            table = table.cast(state.schema)
-            tables[op.id, state.name] = (table, MAY_STAY_RAW.get(state.name))
+    states = [(op, state) for op in sp.operators for state in op.states]
+
+    def read(op: Any, state: Any) -> Any:
+        table = read_state(registered, fixture, op.id, state.name).toArrow()
+        if "subtask" not in state.schema.names:
+            table = table.drop_columns(["subtask"])
+        # Spark's Arrow types (µs, date32, strings for Kryo's JSON) back to the state's.
+        return table.cast(state.schema)
+
+    # Each read is a small Spark job, its time mostly planning: a few at once.
+    with ThreadPoolExecutor(4) as pool:
+        read_tables = pool.map(read, *zip(*states, strict=True))
+        tables = {
+            (op.id, state.name): (table, MAY_STAY_RAW.get(state.name))
+            for (op, state), table in zip(states, read_tables, strict=True)
+        }
     lines = [_micros(line) for line in lines_of_typed_tables(tables, state_kinds(fixture))]
     compare(fixture, lines, unordered_lists=True, broadcast_once=True, normalize=_micros)
 
