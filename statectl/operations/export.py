@@ -281,7 +281,11 @@ def _keyed_tables(
         return
     header = file.header()
     codecs = entries.codecs_for(header, file.flink_major)
-    readers = {name: tables.readers_for(codec) for name, codec in codecs.items()}
+    # Timers export per entry: their rows carry the timestamp, which `_fast_table` leaves out.
+    readers = {
+        name: None if codec.kind == "TIMERS" else tables.readers_for(codec)
+        for name, codec in codecs.items()
+    }
     prefix = key_group_prefix_bytes(file.max_parallelism)
     for batch in tables.entry_batches(file, key_groups, header):
         pieces: list[pa.Table] = []
@@ -334,6 +338,7 @@ def _fast_table(
 ) -> pa.Table:
     """The export rows of the entries `decode_fast` read, column by column (those it did not
     take are replaced by the caller)."""
+    assert readers.value is not None, "timers are exported entry by entry"
     chosen = rows
     count = len(chosen)
     buf = batch.buffer

@@ -19,7 +19,7 @@ import numpy as np
 from statectl.errors import StatectlError
 from statectl.formats import entry_scan, keyed_blocks
 from statectl.formats.arrays import Bools, Int64s
-from statectl.formats.java_types import key_group_prefix_bytes
+from statectl.formats.java_types import TIMER_TIMESTAMP_FLIP, key_group_prefix_bytes
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo
 from statectl.formats.state_values import (
     DECODE_ERRORS,
@@ -315,6 +315,7 @@ class FastParts:
     user_key: pa.Array | None = None  # MAP state
     user_key_start: Int64s | None = None
     ttl_timestamp: pa.Array | None = None  # state with TTL
+    timestamp: pa.Array | None = None  # TIMERS: the timer's time
 
     @property
     def left(self) -> Int64s:
@@ -328,7 +329,7 @@ class StateReaders:
 
     key: batch.BatchReader
     namespace: batch.BatchReader
-    value: batch.BatchReader  # the user value
+    value: batch.BatchReader | None  # the user value (TIMERS: none, the value is empty)
     namespace_length: int  # fixed: where the key (and a MAP's user key) ends or begins
     user_key: batch.BatchReader | None = None  # MAP state
     ttl_timestamp: batch.BatchReader | None = None  # state with TTL: the value's last access
@@ -339,18 +340,19 @@ _VALUE_KINDS = ("VALUE", "REDUCING", "AGGREGATING")
 
 def readers_for(codec: StateCodec) -> StateReaders | None:
     """Batch readers for a keyed VALUE, REDUCING, AGGREGATING or MAP state (with or without
-    TTL) or LIST state (without: each element would carry its own timestamp) whose namespace
-    has a fixed length (the key is not followed by its length and a MAP's user key begins after
-    it) and whose parts all read in batches."""
-    if codec.kind not in (*_VALUE_KINDS, "MAP", "LIST") or (codec.kind == "LIST" and codec.ttl):
+    TTL), LIST state (without: each element would carry its own timestamp) or TIMERS whose
+    namespace has a fixed length (the key is not followed by its length and a MAP's user key
+    begins after it) and whose parts all read in batches."""
+    kinds = (*_VALUE_KINDS, "MAP", "LIST", "TIMERS")
+    if codec.kind not in kinds or (codec.kind == "LIST" and codec.ttl):
         return None
     if codec.namespace is None or codec.namespace.fixed_length is None:
         return None
     key = batch.reader_for(codec.key)
     namespace = batch.reader_for(codec.namespace)
-    value = _value_reader(codec)
+    value = None if codec.kind == "TIMERS" else _value_reader(codec)
     user_key = batch.reader_for(codec.user_key) if codec.kind == "MAP" else None
-    if key is None or namespace is None or value is None:
+    if key is None or namespace is None or (value is None and codec.kind != "TIMERS"):
         return None
     if codec.kind == "MAP" and user_key is None:
         return None
@@ -377,6 +379,14 @@ def decode_fast(
     group &= 0x7FFF if prefix == 2 else 0x7F  # the run-end flag
     live = group == entries_batch.key_groups[rows]
     key_at = key_starts + prefix
+    timestamp = None
+    if readers.value is None:  # a timer's key: its flipped timestamp, then key and namespace
+        import pyarrow as pa
+
+        flipped = buf.words(key_at, 8, ">u8").astype(np.uint64) ^ np.uint64(TIMER_TIMESTAMP_FLIP)
+        timestamp = pa.array(flipped.view(np.int64), pa.int64())
+        live &= key_at + 8 <= key_ends
+        key_at = key_at + 8
     key, ns_at, bad = readers.key.read(buf, key_at, live)
     live &= ~bad
     namespace, ns_end, bad = readers.namespace.read(buf, ns_at, live)
@@ -388,6 +398,9 @@ def decode_fast(
     live &= key_end == key_ends
     value_at = key_ends + 4  # after the value's length
     value_ends = entries_batch.value_ends[rows]
+    if readers.value is None:  # a timer's value is empty
+        taken = live & (value_ends == value_at)
+        return FastParts(taken, key, namespace, None, key_at, ns_at, value_at, timestamp=timestamp)
     is_map = readers.user_key is not None
     stored = _stored_values(
         readers.value, readers.ttl_timestamp, is_map, buf, value_at, value_ends, live
@@ -533,6 +546,7 @@ def _fast_table(codec: StateCodec, fast: FastParts) -> pa.Table:
         "user_key": fast.user_key,
         "value": fast.value,
         "ttl_timestamp": fast.ttl_timestamp,
+        "timestamp": fast.timestamp,
     }
     schema = codec.arrow_schema()
     return pa.Table.from_arrays([columns[name] for name in schema.names], schema=schema)

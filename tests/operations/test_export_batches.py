@@ -112,6 +112,8 @@ def test_the_fixtures_take_the_batch_path() -> None:
         "ARRAY<BOOLEAN>",
         "BYTES",
     } <= typed
+    timers = [c for c in codecs if c.kind == "TIMERS"]
+    assert timers and all(tables.readers_for(c) is not None for c in timers)
     pojos = [
         c
         for c in codecs
