@@ -428,39 +428,49 @@ class _Codecs:
 def _conversions(
     sp: Savepoint, verdicts: list[StateVerdict], classpath: ClassFinder | None, reader: _ValueReader
 ) -> tuple[dict[StateVerdict, _Conversion], dict[StateVerdict, str]]:
-    """Each state's conversion, or why it has none. Two passes of `reader`'s tasks read the
-    values: one gathers the element types of collection fields (every value decoded), the
-    next converts every value, so that writing cannot fail half-way."""
+    """Each state's conversion, or why it has none. `reader`'s tasks convert every value as a
+    trial, so that writing cannot fail half-way; the 2.x serializer of a POJO with collection
+    fields needs their element classes, gathered from its values (every one decoded) by the
+    pass before its trial, which the other states' trials share."""
     failures: dict[StateVerdict, str] = {}
     codecs: dict[StateVerdict, _Codecs] = {}
     for verdict in verdicts:
         try:
-            codecs[verdict] = _old_codecs(sp, verdict, classpath)
+            codecs[verdict] = _first_codecs(sp, verdict, classpath)
         except (StatectlError, Undecodable) as exc:
             failures[verdict] = exc.message
+    trials: dict[StateVerdict, _Codecs] = {}
     for verdict, found in reader.read(codecs, "reading the values to convert").items():
         try:
             if isinstance(found, str):
                 raise Undecodable(found)
-            codecs[verdict] = _new_codecs(codecs[verdict], verdict.scope, found, classpath)
+            if codecs[verdict].new is None:
+                codecs[verdict] = _new_codecs(codecs[verdict], verdict.scope, found, classpath)
+                trials[verdict] = codecs[verdict]
         except (StatectlError, Undecodable) as exc:
             failures[verdict] = exc.message
             del codecs[verdict]
-    for verdict, found in reader.read(codecs, "converting every value (a trial)").items():
+    for verdict, found in reader.read(trials, "converting every value (a trial)").items():
         if isinstance(found, str):
             failures[verdict] = found
             del codecs[verdict]
     return {v: _Conversion(c.meta, _converter(c)) for v, c in codecs.items()}, failures
 
 
-def _old_codecs(sp: Savepoint, verdict: StateVerdict, classpath: ClassFinder | None) -> _Codecs:
+def _first_codecs(sp: Savepoint, verdict: StateVerdict, classpath: ClassFinder | None) -> _Codecs:
+    """The state's 1.x codec, and its 2.x one unless that needs the element classes of POJO
+    collection fields."""
     op = sp.find_operator(verdict.operator_id)
     meta, key = _meta(sp, op, verdict)
     if meta.name == source_state.LEGACY_KAFKA_STATE or _refused_for_good(meta, key):
         raise StatectlError(verdict.reason)
     old = _state_codec(meta, key, verdict.scope, 1, classpath)
     _element_codec(old)
-    return _Codecs(meta, key, old)
+    codecs = _Codecs(meta, key, old)
+    try:
+        return _new_codecs(codecs, verdict.scope, {}, classpath)
+    except (StatectlError, Undecodable):
+        return codecs  # the values tell the element classes
 
 
 def _new_codecs(
