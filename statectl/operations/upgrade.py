@@ -531,7 +531,10 @@ class _ValueReader:
                 owners.append({v.state: v for v in verdicts})
         if self.progress is not None and tasks:
             self.progress(begun(phase))
-        results = self.engine.run(tasks, _task_values, _task_work, self.progress)
+        # Values decoded one by one hold the GIL: a head start leaves them to Spark, but small.
+        results = self.engine.run(
+            tasks, _task_values, _task_work, self.progress, spark_only=lambda _: True
+        )
         return _merged(codecs, zip(owners, results, strict=True))
 
 
