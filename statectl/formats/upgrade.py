@@ -406,6 +406,7 @@ def collect_element_classes(codec: Codec, values: Iterable[Any], seen: ElementCl
 
 
 def merge_element_classes(into: ElementClasses, more: ElementClasses) -> None:
+    """Add to `into` the element classes of `more` (of other values)."""
     for where, classes in more.items():
         mine = into.setdefault(where, [set() for _ in classes])
         for found, added in zip(mine, classes, strict=True):
