@@ -22,6 +22,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 # leave a worker running it alone.
 LONGEST_FIRST = (
     "tests/operations/test_value_edits_at_size.py",
+    "tests/operations/test_upgrade_at_size.py",
     "tests/api/test_spark_cluster.py",
     "tests/operations/rescale/test_cluster.py",
     "tests/api/test_spark_write.py",

@@ -542,8 +542,8 @@ def upgrade(
     `_metadata` as 2.x writes them). `classpath`: the job's jars or class folders, read for
     user classes Kryo wrote field by field. A state that cannot be converted raises
     StatectlError naming it, and nothing is written, unless `drop_unconvertible` drops exactly
-    those. Values are converted subtask file by subtask file, as `write_migration` runs its
-    tasks (`master`, `spark_conf`, `head_start`)."""
+    those. Values are read, checked and converted subtask file by subtask file, as
+    `write_migration` runs its tasks (`master`, `spark_conf`, `head_start`)."""
     from statectl.operations.upgrade import plan_upgrade, write_upgrade
     from statectl.savepoint.classpath import ClassPath
 
@@ -552,7 +552,10 @@ def upgrade(
     storage_options = _options(sp, destination, storage_options)
     engine = _write_engine(sp.parsed, destination, storage_options, master, spark_conf, head_start)
     with ClassPath(classpath) as classes:
-        plan = plan_upgrade(sp.parsed, to, drop_unconvertible=drop_unconvertible, classpath=classes)
+        plan = plan_upgrade(
+            sp.parsed, to, drop_unconvertible=drop_unconvertible, classpath=classes,
+            engine=engine, progress=progress,
+        )  # fmt: skip
         return write_upgrade(
             plan, destination, overwrite=overwrite, storage_options=storage_options,
             progress=progress, engine=engine,

@@ -381,18 +381,41 @@ def _write_optional_map(out: DataWriter, entries: Iterable[Entry]) -> None:
 # --- hints from values ---------------------------------------------------------------------------
 
 
-def infer_hints(
-    codec: Codec, values: Iterable[Any]
-) -> dict[tuple[str, str], ElementType | tuple[ElementType, ...]]:
+ElementClasses = dict[tuple[str, str], list[set[str]]]
+"""Per POJO field Kryo serialized as a collection, (POJO class, field): the Java classes of its
+elements seen (of a map's keys and values apart)."""
+InferredHints = dict[tuple[str, str], ElementType | tuple[ElementType, ...]]
+
+
+def infer_hints(codec: Codec, values: Iterable[Any]) -> InferredHints:
     """Element types of the POJO fields Kryo serialized as collections, from the values decoded
     with `codec` (the 1.x codec): for each field (and, of a map, for keys and values apart),
     the Java class of every element seen; one class for all of them gives that type. A field
     with no element at all, or with elements of more than one class, is left out (unknown).
     Only a guess: a `List<Number>` holding Integers would be taken for a `List<Integer>`."""
-    seen: dict[tuple[str, str], list[set[str]]] = {}
+    seen: ElementClasses = {}
+    collect_element_classes(codec, values, seen)
+    return hints_from(seen)
+
+
+def collect_element_classes(codec: Codec, values: Iterable[Any], seen: ElementClasses) -> None:
+    """Add to `seen` the element classes of `values` (decoded with `codec`): `infer_hints` over
+    values read apart (by tasks), merged with `merge_element_classes`."""
     for value in values:
         _collect(codec, value, seen)
-    hints: dict[tuple[str, str], ElementType | tuple[ElementType, ...]] = {}
+
+
+def merge_element_classes(into: ElementClasses, more: ElementClasses) -> None:
+    """Add to `into` the element classes of `more` (of other values)."""
+    for where, classes in more.items():
+        mine = into.setdefault(where, [set() for _ in classes])
+        for found, added in zip(mine, classes, strict=True):
+            found |= added
+
+
+def hints_from(seen: ElementClasses) -> InferredHints:
+    """The element type of each field whose elements seen are all of one class."""
+    hints: InferredHints = {}
     for where, classes in seen.items():
         if all(len(found) == 1 for found in classes):
             names: list[ElementType] = [next(iter(found)) for found in classes]
@@ -400,7 +423,7 @@ def infer_hints(
     return hints
 
 
-def _collect(codec: Codec, value: Any, seen: dict[tuple[str, str], list[set[str]]]) -> None:
+def _collect(codec: Codec, value: Any, seen: ElementClasses) -> None:
     if value is None:
         return
     if isinstance(codec, TtlCodec):
@@ -423,9 +446,7 @@ def _collect(codec: Codec, value: Any, seen: dict[tuple[str, str], list[set[str]
         _collect_pojo(codec, value, seen)
 
 
-def _collect_pojo(
-    codec: PojoCodec, value: Any, seen: dict[tuple[str, str], list[set[str]]]
-) -> None:
+def _collect_pojo(codec: PojoCodec, value: Any, seen: ElementClasses) -> None:
     subclass = value.get(CLASS)
     if subclass is not None and subclass != codec.type_class:
         sub = codec.subclasses.get(subclass)

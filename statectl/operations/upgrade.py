@@ -25,12 +25,12 @@ Only state headers are read, and the values of the Kryo states whose type does n
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from statectl.errors import StatectlError
-from statectl.execution.engine import Engine
+from statectl.execution.engine import Engine, LocalEngine
 from statectl.formats import operator_state, source_state
 from statectl.formats.class_files import ClassFinder
 from statectl.formats.handles import IncrementalKeyedHandle
@@ -40,7 +40,10 @@ from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import MAP_NULL_VALUE, StateCodec, keyed_codec, operator_codec
 from statectl.formats.upgrade import (
     COLLECTION_KINDS,
-    infer_hints,
+    ElementClasses,
+    collect_element_classes,
+    hints_from,
+    merge_element_classes,
     upgrade_value,
     upgraded_snapshot,
 )
@@ -49,7 +52,7 @@ from statectl.formats.values.kryo import KRYO_SNAPSHOT
 from statectl.operations import verify
 from statectl.operations.migrate import MigrationPlan, MigrationReport, migrate, plan_migration
 from statectl.operations.state_edits import StateEditPlan, StateEditReport
-from statectl.progress import ProgressCallback
+from statectl.progress import ProgressCallback, begun
 from statectl.savepoint import entries, native
 from statectl.savepoint.keyed_rewrite import StateChange, plan_subtask
 from statectl.savepoint.model import Savepoint
@@ -248,16 +251,29 @@ def _stored_values(
     sp: Savepoint, op: OperatorState, meta: StateMetaInfo, scope: str
 ) -> Iterator[bytes]:
     """The state's stored values (keyed entries' values, operator list elements or maps)."""
+    for source in _value_sources(sp, op, scope):
+        yield from (value for _, value in _source_values(source, {meta.name}))
+
+
+ValueSource = entries.KeyedSource | entries.OperatorFile
+
+
+def _value_sources(sp: Savepoint, op: OperatorState, scope: str) -> list[ValueSource]:
     if scope == "keyed":
-        for file in entries.keyed_files(sp, op):
-            for entry in file.entries():
-                if entry.state.name == meta.name:
-                    yield entry.value
+        return list(entries.keyed_files(sp, op))
+    return list(entries.operator_files(sp, op))
+
+
+def _source_values(source: ValueSource, states: Collection[str]) -> Iterator[tuple[str, bytes]]:
+    """(state, stored value) of `states` in one subtask's file: of keyed state, the runs of
+    the other states skipped unread."""
+    if isinstance(source, entries.OperatorFile):
+        for element in source.elements():
+            if element.state in states:
+                yield element.state, element.value
     else:
-        for holder in entries.operator_files(sp, op):
-            for element in holder.elements():
-                if element.state == meta.name:
-                    yield element.value
+        for entry in source.entries(states=states):
+            yield entry.state.name, entry.value
 
 
 # --- rewriting: `statectl upgrade -o` ------------------------------------------------------------
@@ -295,31 +311,35 @@ def plan_upgrade(
     *,
     drop_unconvertible: bool = False,
     classpath: ClassFinder | None = None,
+    engine: Engine | None = None,
+    progress: ProgressCallback | None = None,
 ) -> UpgradePlan:
     """Every state the check flags converted (Kryo 2 values written as Kryo 5, POJO List,
     Map and Set fields as 2.x's collection serializers write them, their snapshots as 2.x
     writes them), or, with `drop_unconvertible`, dropped; otherwise one that cannot be
-    converted is a StatectlError naming it and why, and nothing is written."""
+    converted is a StatectlError naming it and why, and nothing is written. The values are
+    read by `engine`'s tasks (this process if none), a task per subtask file."""
     check = check_upgrade(sp, target, classpath)
+    failing = [v for v in check.states if v.verdict in FAILING]
+    reader = _ValueReader(sp, engine or LocalEngine(), progress)
+    conversions, failures = _conversions(sp, failing, classpath, reader)
     keyed: dict[bytes, dict[str, StateChange]] = {}
     operator: dict[bytes, dict[str, OperatorStateChange]] = {}
     converted, dropped = [], []
-    for verdict in (v for v in check.states if v.verdict in FAILING):
-        op = next(o for o in sp.operators if o.operator_id_hex == verdict.operator_id)
-        try:
-            conversion = _conversion(sp, op, verdict, classpath)
-        except (StatectlError, Undecodable) as exc:
+    for verdict in failing:
+        op = sp.find_operator(verdict.operator_id)
+        if verdict in failures:
             if not drop_unconvertible:
                 raise StatectlError(
                     f"state {verdict.state!r} cannot be converted for Flink 2.x: "
-                    f"{exc.message} (--drop-unconvertible drops it)",
+                    f"{failures[verdict]} (--drop-unconvertible drops it)",
                     verdict.operator,
-                ) from None
+                )
             dropped.append(verdict)
             _add(keyed, operator, op, verdict, drop=True)
             continue
         converted.append(verdict)
-        _add(keyed, operator, op, verdict, conversion=conversion)
+        _add(keyed, operator, op, verdict, conversion=conversions[verdict])
     migration = plan_migration(sp)
     rewrites = {
         op_id: tuple(
@@ -394,30 +414,171 @@ def _add(
         operator.setdefault(op.operator_id, {})[verdict.state] = op_change
 
 
-def _conversion(
-    sp: Savepoint, op: OperatorState, verdict: StateVerdict, classpath: ClassFinder | None
-) -> _Conversion:
-    """The state's meta info with its value serializer as 2.x writes it, and the function
-    turning each stored value into 2.x's bytes; checked on every value now, so that writing
-    cannot fail half-way."""
+@dataclass(frozen=True)
+class _Codecs:
+    """A flagged state's meta info, and its codecs as 1.x wrote it and (once its element types
+    are known) as 2.x writes it."""
+
+    meta: StateMetaInfo
+    key: SerializerSnapshot | None  # the keyed backend's key serializer
+    old: StateCodec
+    new: StateCodec | None = None
+
+
+def _conversions(
+    sp: Savepoint, verdicts: list[StateVerdict], classpath: ClassFinder | None, reader: _ValueReader
+) -> tuple[dict[StateVerdict, _Conversion], dict[StateVerdict, str]]:
+    """Each state's conversion, or why it has none. `reader`'s tasks convert every value as a
+    trial, so that writing cannot fail half-way; the 2.x serializer of a POJO with collection
+    fields needs their element classes, gathered from its values (every one decoded) by the
+    pass before its trial, which the other states' trials share."""
+    failures: dict[StateVerdict, str] = {}
+    codecs: dict[StateVerdict, _Codecs] = {}
+    for verdict in verdicts:
+        try:
+            codecs[verdict] = _first_codecs(sp, verdict, classpath)
+        except (StatectlError, Undecodable) as exc:
+            failures[verdict] = exc.message
+    trials: dict[StateVerdict, _Codecs] = {}
+    for verdict, found in reader.read(codecs, "reading the values to convert").items():
+        try:
+            if isinstance(found, str):
+                raise Undecodable(found)
+            if codecs[verdict].new is None:
+                codecs[verdict] = _new_codecs(codecs[verdict], verdict.scope, found, classpath)
+                trials[verdict] = codecs[verdict]
+        except (StatectlError, Undecodable) as exc:
+            failures[verdict] = exc.message
+            del codecs[verdict]
+    for verdict, found in reader.read(trials, "converting every value (a trial)").items():
+        if isinstance(found, str):
+            failures[verdict] = found
+            del codecs[verdict]
+    return {v: _Conversion(c.meta, _converter(c)) for v, c in codecs.items()}, failures
+
+
+def _first_codecs(sp: Savepoint, verdict: StateVerdict, classpath: ClassFinder | None) -> _Codecs:
+    """The state's 1.x codec, and its 2.x one unless that needs the element classes of POJO
+    collection fields."""
+    op = sp.find_operator(verdict.operator_id)
     meta, key = _meta(sp, op, verdict)
     if meta.name == source_state.LEGACY_KAFKA_STATE or _refused_for_good(meta, key):
         raise StatectlError(verdict.reason)
     old = _state_codec(meta, key, verdict.scope, 1, classpath)
-    stored = list(_stored_values(sp, op, meta, verdict.scope))
-    hints = infer_hints(_element_codec(old), _user_values(old, stored))
+    _element_codec(old)
+    codecs = _Codecs(meta, key, old)
+    try:
+        return _new_codecs(codecs, verdict.scope, {}, classpath)
+    except (StatectlError, Undecodable):
+        return codecs  # the values tell the element classes
+
+
+def _new_codecs(
+    codecs: _Codecs, scope: str, seen: ElementClasses, classpath: ClassFinder | None
+) -> _Codecs:
+    """The state's meta info with its value serializer as 2.x writes it, for the element
+    classes `seen` in its values."""
+    meta = codecs.meta
     value_snapshot = meta.value_serializer
     assert value_snapshot is not None
+    hints = hints_from(seen)
     serializers = {**meta.serializers, "VALUE_SERIALIZER": upgraded_snapshot(value_snapshot, hints)}
     new_meta = dataclasses.replace(meta, serializers=serializers)
-    new = _state_codec(new_meta, key, verdict.scope, 2, classpath)
+    new = _state_codec(new_meta, codecs.key, scope, 2, classpath)
+    return dataclasses.replace(codecs, meta=new_meta, new=new)
+
+
+def _converter(codecs: _Codecs) -> Callable[[bytes], bytes]:
+    old, new = codecs.old, codecs.new
+    assert new is not None
 
     def convert(data: bytes) -> bytes:
         return _converted(old, new, data)
 
-    for data in stored:
-        convert(data)
-    return _Conversion(new_meta, convert)
+    return convert
+
+
+@dataclass(frozen=True)
+class _ValuesTask:
+    """One subtask file's values of some flagged states (by name): with a 2.x codec, each is
+    converted; without, decoded for the element classes of its collection fields."""
+
+    source: ValueSource
+    codecs: dict[str, tuple[StateCodec, StateCodec | None]]
+
+
+@dataclass(frozen=True)
+class _ValueReader:
+    """Reads the values of flagged states with `engine`'s tasks, a task per subtask file."""
+
+    sp: Savepoint
+    engine: Engine
+    progress: ProgressCallback | None
+
+    def read(
+        self, codecs: dict[StateVerdict, _Codecs], phase: str
+    ) -> dict[StateVerdict, ElementClasses | str]:
+        """Per state, the element classes its values hold (or nothing, when converted), or
+        why one of its values cannot be read or converted."""
+        groups: dict[tuple[str, str], list[StateVerdict]] = {}
+        for verdict in codecs:
+            groups.setdefault((verdict.operator_id, verdict.scope), []).append(verdict)
+        tasks, owners = [], []
+        for (operator_id, scope), verdicts in groups.items():
+            states = {v.state: (codecs[v].old, codecs[v].new) for v in verdicts}
+            for source in _value_sources(self.sp, self.sp.find_operator(operator_id), scope):
+                tasks.append(_ValuesTask(source, states))
+                owners.append({v.state: v for v in verdicts})
+        if self.progress is not None and tasks:
+            self.progress(begun(phase))
+        # Values decoded one by one hold the GIL: a head start leaves them to Spark, but small.
+        results = self.engine.run(
+            tasks, _task_values, _task_work, self.progress, spark_only=lambda _: True
+        )
+        return _merged(codecs, zip(owners, results, strict=True))
+
+
+def _merged(
+    codecs: dict[StateVerdict, _Codecs],
+    results: Iterable[tuple[dict[str, StateVerdict], dict[str, ElementClasses | str]]],
+) -> dict[StateVerdict, ElementClasses | str]:
+    """The tasks' findings by state: the element classes of all, or the first failure."""
+    found: dict[StateVerdict, ElementClasses | str] = {v: {} for v in codecs}
+    for by_name, task_results in results:
+        for name, result in task_results.items():
+            verdict = by_name[name]
+            before = found[verdict]
+            if isinstance(result, str) or isinstance(before, str):
+                found[verdict] = before if isinstance(before, str) else result
+            else:
+                merge_element_classes(before, result)
+    return found
+
+
+def _task_values(task: _ValuesTask) -> dict[str, ElementClasses | str]:
+    """A task of `_ValueReader.read`: per state, the element classes seen, or why a value
+    failed."""
+    found: dict[str, ElementClasses | str] = {name: {} for name in task.codecs}
+    for name, data in _source_values(task.source, task.codecs):
+        seen = found[name]
+        if isinstance(seen, str):
+            continue
+        old, new = task.codecs[name]
+        try:
+            if new is None:
+                collect_element_classes(_element_codec(old), _decoded(old, data), seen)
+            else:
+                _converted(old, new, data)
+        except (StatectlError, Undecodable) as exc:
+            found[name] = exc.message
+    return found
+
+
+def _task_work(task: _ValuesTask) -> tuple[int, int]:
+    source = task.source
+    if isinstance(source, entries.OperatorFile):
+        return 1, source.stream.size
+    return 1, entries.source_bytes(source)
 
 
 def _meta(
@@ -445,11 +606,6 @@ def _element_codec(codec: StateCodec) -> Codec:
     if user is None or isinstance(user, RawCodec):
         raise Undecodable(user.reason if isinstance(user, RawCodec) else "no value serializer")
     return user
-
-
-def _user_values(codec: StateCodec, stored: list[bytes]) -> Iterator[Any]:
-    for data in stored:
-        yield from _decoded(codec, data)
 
 
 def _decoded(codec: StateCodec, data: bytes) -> list[Any]:

@@ -11,11 +11,11 @@ list element, and each broadcast state's map (§3.3). Changelog keyed state and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
-from statectl.formats import heap_snapshot, keyed_blocks, operator_state, state_headers
+from statectl.formats import entry_scan, heap_snapshot, keyed_blocks, operator_state, state_headers
 from statectl.formats.class_files import ClassFinder
 from statectl.formats.handles import (
     DistributionMode,
@@ -101,9 +101,12 @@ class KeyedFile(_KeyGroupsStream):
     """One subtask's CANONICAL keyed-state stream."""
 
     def entries(
-        self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
+        self,
+        key_groups: tuple[int, int] | None = None,
+        header: KeyedStateHeader | None = None,
+        states: Collection[str] | None = None,
     ) -> Iterator[KeyedEntry]:
-        return iter_keyed_entries(self, key_groups, header)
+        return iter_keyed_entries(self, key_groups, header, states)
 
 
 @dataclass(frozen=True)
@@ -124,9 +127,13 @@ class NativeKeyedFile(_SubtaskKeyedState):
         return [self.instance.key_groups] if self.instance.key_groups else []
 
     def entries(
-        self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
+        self,
+        key_groups: tuple[int, int] | None = None,
+        header: KeyedStateHeader | None = None,
+        states: Collection[str] | None = None,
     ) -> Iterator[KeyedEntry]:
-        """Rows of every column family, in the owned key-group range, state by state."""
+        """Rows of every column family (of `states` only, if given), in the owned key-group
+        range, state by state."""
         header = header or self.header()
         owned = self.instance.key_groups
         if owned is None:
@@ -135,6 +142,8 @@ class NativeKeyedFile(_SubtaskKeyedState):
         prefix = key_group_prefix_bytes(self.max_parallelism)
         with native.opened(self.instance) as db:
             for state in header.states:
+                if states is not None and state.name not in states:
+                    continue
                 for key, value in db.rows(state.name, first, last, prefix):
                     key_group = int.from_bytes(key[:prefix], "big")
                     yield KeyedEntry(state, key_group, bytes(key), bytes(value))
@@ -146,21 +155,25 @@ class HeapKeyedFile(_KeyGroupsStream):
     checkpoint or NATIVE savepoint of that backend), read into canonical entries."""
 
     def entries(
-        self, key_groups: tuple[int, int] | None = None, header: KeyedStateHeader | None = None
+        self,
+        key_groups: tuple[int, int] | None = None,
+        header: KeyedStateHeader | None = None,
+        states: Collection[str] | None = None,
     ) -> Iterator[KeyedEntry]:
-        """Every entry, key group by key group (each read whole before its entries come)."""
+        """Every entry (of `states` only, if given), key group by key group (each read whole
+        before its entries come: the format has no lengths to skip other states by)."""
         header = header or self.header()
-        states = heap_snapshot.heap_states(header, self.flink_major)
+        layouts = heap_snapshot.heap_states(header, self.flink_major)
         spans = block_spans(self.stream, self.handle)
         if key_groups:
             spans = [s for s in spans if key_groups[0] <= s.key_group <= key_groups[1]]
         for span, data in iter_blocks(self.stream, spans):
             try:
-                found = heap_entries(span.key_group, data, header, states, self.max_parallelism)
+                found = heap_entries(span.key_group, data, header, layouts, self.max_parallelism)
             except StatectlError as exc:
                 where = f"{self.stream.description} (key group {span.key_group})"
                 raise exc.with_source(where) from None
-            yield from found
+            yield from (e for e in found if states is None or e.state.name in states)
 
 
 def heap_entries(
@@ -307,14 +320,20 @@ def iter_keyed_entries(
     file: KeyedFile,
     key_groups: tuple[int, int] | None = None,
     header: KeyedStateHeader | None = None,
+    states: Collection[str] | None = None,
 ) -> Iterator[KeyedEntry]:
-    """Every entry of `file` (only key groups in the inclusive range `key_groups`, if given)."""
+    """Every entry of `file` (only key groups in the inclusive range `key_groups`, and of
+    `states`, if given: the other states' runs are skipped without a step per entry)."""
     header = header or file.header()
     for span, block in iter_blocks(file.stream, block_spans(file.stream, file.handle)):
         if key_groups and not key_groups[0] <= span.key_group <= key_groups[1]:
             continue
         try:
-            yield from block_entries(span.key_group, block, header, header.compressed)
+            if states is None:
+                yield from block_entries(span.key_group, block, header, header.compressed)
+            else:
+                prefix = key_group_prefix_bytes(file.max_parallelism)
+                yield from _state_entries(span.key_group, block, header, prefix, states)
         except StatectlError as exc:
             where = f"{file.stream.description} (key group {span.key_group})"
             raise exc.with_source(where) from None
@@ -329,6 +348,22 @@ def block_entries(
     states = header.states
     for entry in keyed_blocks.iter_entries(block, compressed, len(states)):
         yield KeyedEntry(states[entry.state_id], key_group, entry.key, entry.value)
+
+
+def _state_entries(
+    key_group: int,
+    block: keyed_blocks.Buffer,
+    header: KeyedStateHeader,
+    prefix_bytes: int,
+    states: Collection[str],
+) -> Iterator[KeyedEntry]:
+    """The entries of `states` in one block: their runs found by `entry_scan`, then walked."""
+    data = keyed_blocks.raw_block(block, header.compressed)
+    num_states = len(header.states)
+    for state_id, start, end in entry_scan.run_spans(data, key_group, prefix_bytes, num_states):
+        if header.states[state_id].name in states:
+            run = keyed_blocks.join_runs([keyed_blocks.copied_run(state_id, data[start:end])])
+            yield from block_entries(key_group, run, header, False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -133,9 +133,7 @@ def keyed_batches(
     user_value = codec.user_value_codec()
     header = file.header()
     key_group = None
-    for entry in file.entries(key_groups, header):
-        if entry.state.name != state:
-            continue
+    for entry in file.entries(key_groups, header, states={state}):
         if len(columns) >= batch_rows and entry.key_group != key_group:
             yield columns.batch()
         key_group = entry.key_group

@@ -1086,7 +1086,7 @@ def regenerate_values(
 # original job).
 VALUES_RESTORE_FIELDS = (
     "savepoint", "out", "backend", "parallelism", "max_parallelism", "allow_non_restored",
-    "ttl_on", "ttl_off", "rename", "drop", "drop_operators", "extra",
+    "ttl_on", "ttl_off", "rename", "drop", "drop_operators", "extra", "dump",
 )  # fmt: skip
 
 
@@ -1102,9 +1102,11 @@ def restore_values(version: str, requests: list[dict[str, Any]]) -> list[dict[st
     without), `rename` ({name in the savepoint: name the job registers}), `drop` (states not
     registered), `drop_operators` (`window` / `opstate`: operators left out of the job, their
     state not restored; needs allow_non_restored), `extra` (states of the job's `States.EXTRA`
-    registered too, e.g. `kryo-generic`). One result per request: {ok, error (None, or the exception chain "Class:
-    message | caused by ..."), savepoint (the new savepoint dir), dump (its dump.jsonl), lines
-    (the dump's lines, parsed; None when not ok), unreachable ([[state, key], ...]: keys getKeys
+    registered too, e.g. `kryo-generic`), `dump` (True; False: no savepoint is taken nor
+    dumped, for a state too large to dump: the restore and its checks only). One result per
+    request: {ok, error (None, or the exception chain "Class: message | caused by ..."),
+    savepoint (the new savepoint dir), dump (its dump.jsonl), lines (the dump's lines, parsed;
+    None when not ok or not dumped), unreachable ([[state, key], ...]: keys getKeys
     lists under a registered keyed state of `values` that read as nothing after setCurrentKey),
     misplaced ([[state, key], ...]: keys whose key group is outside their subtask's range),
     checked (the number of (state, key) pairs checked; the three are None when the job did not
@@ -1132,7 +1134,7 @@ def restore_values(version: str, requests: list[dict[str, Any]]) -> list[dict[st
         _run_values(VALUES_JOB_MAIN, args, version=version, timeout=180 + 60 * len(todo))
         results = json.loads(results_file.read_text())
     for result in results:
-        result["lines"] = read_jsonl(result["dump"]) if result["ok"] else None
+        result["lines"] = read_jsonl(result["dump"]) if result["ok"] and result["dump"] else None
     return results
 
 

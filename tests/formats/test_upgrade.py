@@ -31,10 +31,14 @@ from statectl.formats.serializer_snapshots import (
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import keyed_codec, operator_codec, split_list
 from statectl.formats.upgrade import (
+    ElementClasses,
     Hints,
+    collect_element_classes,
     collection_snapshot,
     element_snapshot,
+    hints_from,
     infer_hints,
+    merge_element_classes,
     upgrade_value,
     upgraded_snapshot,
 )
@@ -300,6 +304,26 @@ def test_inferred_hints_leave_out_fields_with_no_or_mixed_elements() -> None:
         "counts": None,
     }
     assert infer_hints(codec, [mixed]) == {}
+
+
+def test_element_classes_gathered_apart_merge_to_the_hints_of_all_values() -> None:
+    """Upgrade's tasks gather each subtask file's element classes apart: merged, they give
+    what all values at once give (tags of Strings in one file, of Integers in another: no
+    hint; the other fields' classes agree)."""
+    meta, _key, data = _first_keyed("1.20.3-hashmap-canonical", "pojo")
+    codec = codec_for(meta.serializers["VALUE_SERIALIZER"], Context(1))
+    value = codec.decode(data)
+    integers = {
+        **value,
+        "tags": KryoObject("java.util.ArrayList", [KryoObject("java.lang.Integer", 1)]),
+    }
+    merged: ElementClasses = {}
+    for part in ([value], [integers]):
+        apart: ElementClasses = {}
+        collect_element_classes(codec, part, apart)
+        merge_element_classes(merged, apart)
+    assert hints_from(merged) == infer_hints(codec, [value, integers])
+    assert set(hints_from(merged)) == {(POJO, "counts"), (POJO, "codes")}
 
 
 # --- values ------------------------------------------------------------------------------------

@@ -8,7 +8,7 @@ its `_metadata` and serializer header, key-group blocks multiplied by statectl's
 every output is restored by real Flink (all of its state deserialized by the hashmap backend,
 not dumped: the dump of a state this size would dwarf the test), and read back by statectl,
 split by split against the input, entry by entry: the edited state holds exactly the edit,
-every other state exactly what it held.
+every other state exactly what it held. `upgrade` itself at size: test_upgrade_at_size.py.
 """
 
 from __future__ import annotations

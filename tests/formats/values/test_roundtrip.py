@@ -268,8 +268,10 @@ class ReadOnce:
     def header(self) -> KeyedStateHeader:
         return self.read_header
 
-    def entries(self, key_groups: Any = None, header: Any = None) -> Iterator[KeyedEntry]:
-        return iter(self.read_entries)
+    def entries(
+        self, key_groups: Any = None, header: Any = None, states: Any = None
+    ) -> Iterator[KeyedEntry]:
+        return (e for e in self.read_entries if states is None or e.state.name in states)
 
 
 def arrow_roundtrip_keyed(sp: Savepoint, tally: ArrowTally) -> None:

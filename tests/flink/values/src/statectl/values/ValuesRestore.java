@@ -37,13 +37,14 @@ import java.util.Set;
  * `values` and `opstate` has initialized its state and every subtask of `values` has checked in
  * open() that each restored keyed entry is reachable ({@link Operators#checkReachable}), takes a
  * CANONICAL savepoint into `out`, cancels, and dumps the new savepoint with {@link StateDumper}
- * into out/dump.jsonl.
+ * into out/dump.jsonl (unless the request says "dump": false: a state too large to dump is
+ * checked only).
  *
  * <p>Request: {"savepoint": dir, "out": dir, "backend": "hashmap"|"rocksdb"|null (null: rocksdb
  * when the savepoint has RocksDB native handles), "parallelism": 2, "max_parallelism": 128,
  * "allow_non_restored": false, "ttl_on": [name], "ttl_off": [name], "rename": {old: new}, "drop":
  * [name], "drop_operators": [uid] (window / opstate left out of the job), "extra": [name] (states of
- * {@link States#EXTRA} registered too)}. Result (a JSON list,
+ * {@link States#EXTRA} registered too), "dump": true (false: no savepoint, no dump)}. Result (a JSON list,
  * one per request, in order): {"ok", "error" (null, or the exception
  * chain "Class: message | caused by Class: message ..."), "savepoint" (the new savepoint dir),
  * "dump" (out/dump.jsonl), "lines" (its line count), "unreachable" ([[state, key], ...]: keys that
@@ -58,7 +59,7 @@ public final class ValuesRestore {
 
     static final List<String> BACKENDS = Arrays.asList("hashmap", "rocksdb");
     static final Set<String> FIELDS = new LinkedHashSet<>(Arrays.asList("savepoint", "out", "backend", "parallelism",
-            "max_parallelism", "allow_non_restored", "ttl_on", "ttl_off", "rename", "drop", "drop_operators", "extra"));
+            "max_parallelism", "allow_non_restored", "ttl_on", "ttl_off", "rename", "drop", "drop_operators", "extra", "dump"));
     /** The operators a request may leave out of the job (`drop_operators`). */
     static final Set<String> DROPPABLE_OPERATORS = new LinkedHashSet<>(Arrays.asList("window", "opstate"));
     /** The keyed states of `values` the overrides may name (timers are not descriptors). */
@@ -88,6 +89,7 @@ public final class ValuesRestore {
         Set<String> drop = new LinkedHashSet<>();
         Set<String> dropOperators = new LinkedHashSet<>();
         Set<String> extra = new LinkedHashSet<>();
+        boolean dump;
     }
 
     public static void main(Path requestsFile, Path resultsFile) throws Exception {
@@ -152,6 +154,7 @@ public final class ValuesRestore {
         r.parallelism = n.hasNonNull("parallelism") ? n.get("parallelism").asInt() : 2;
         r.maxParallelism = n.hasNonNull("max_parallelism") ? n.get("max_parallelism").asInt() : 128;
         r.allowNonRestored = n.hasNonNull("allow_non_restored") && n.get("allow_non_restored").asBoolean();
+        r.dump = !n.hasNonNull("dump") || n.get("dump").asBoolean();
         names(n, "ttl_on", r.ttlOn);
         names(n, "ttl_off", r.ttlOff);
         names(n, "drop", r.drop);
@@ -255,6 +258,9 @@ public final class ValuesRestore {
                 result.put("misplaced", sorted(Operators.misplaced));
             }
             result.put("checked", Operators.checked.get());
+            if (!r.dump) {
+                return;
+            }
             String pointer = ValuesJob.triggerSavepoint(cluster, jobId, r.out, "CANONICAL");
             Path dir = Paths.get(URI.create(pointer.startsWith("file:") ? pointer : "file:" + pointer));
             result.put("savepoint", dir.toString());
