@@ -15,7 +15,7 @@ from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass
 
 from statectl.errors import StatectlError, UnsupportedError
-from statectl.formats import entry_scan, heap_snapshot, keyed_blocks, operator_state, state_headers
+from statectl.formats import heap_snapshot, keyed_blocks, operator_state, state_headers
 from statectl.formats.class_files import ClassFinder
 from statectl.formats.handles import (
     DistributionMode,
@@ -358,6 +358,8 @@ def _state_entries(
     states: Collection[str],
 ) -> Iterator[KeyedEntry]:
     """The entries of `states` in one block: their runs found by `entry_scan`, then walked."""
+    from statectl.formats import entry_scan  # numpy: not for commands that only copy blocks
+
     data = keyed_blocks.raw_block(block, header.compressed)
     num_states = len(header.states)
     for state_id, start, end in entry_scan.run_spans(data, key_group, prefix_bytes, num_states):

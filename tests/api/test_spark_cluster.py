@@ -132,21 +132,30 @@ def _session(master: str) -> Any:
 
 
 def _read_all(spark: Any, out: Path) -> list[dict[str, Any]]:
-    """Every state of CLUSTER_FIXTURES through `flink-state`, each table written to `out`."""
-    states: list[dict[str, Any]] = []
-    for fixture in CLUSTER_FIXTURES:
-        for op in statectl.open(str(VALUES / fixture / "savepoint")).operators:
-            for state in op.states:
-                frame = read_state(spark, fixture, op.id, state.name)
-                table = frame.toArrow()
-                file = f"{len(states)}.arrow"
-                with pa.ipc.new_file(str(out / file), table.schema) as writer:
-                    writer.write_table(table)
-                states.append({
-                    "fixture": fixture, "operator": op.id, "state": state.name, "file": file,
-                    "partitions": frame.rdd.getNumPartitions(),
-                })  # fmt: skip
-    return states
+    """Every state of CLUSTER_FIXTURES through `flink-state`, each table written to `out`; a
+    few at once (each is a small job, its time mostly planning)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    todo = [
+        (fixture, op.id, state.name)
+        for fixture in CLUSTER_FIXTURES
+        for op in statectl.open(str(VALUES / fixture / "savepoint")).operators
+        for state in op.states
+    ]
+
+    def read(number: int, fixture: str, operator: str, state: str) -> dict[str, Any]:
+        frame = read_state(spark, fixture, operator, state)
+        table = frame.toArrow()
+        file = f"{number}.arrow"
+        with pa.ipc.new_file(str(out / file), table.schema) as writer:
+            writer.write_table(table)
+        return {
+            "fixture": fixture, "operator": operator, "state": state, "file": file,
+            "partitions": frame.rdd.getNumPartitions(),
+        }  # fmt: skip
+
+    with ThreadPoolExecutor(4) as pool:
+        return list(pool.map(read, range(len(todo)), *zip(*todo, strict=True)))
 
 
 def _tasks_by_executor(spark: Any) -> dict[str, int]:

@@ -1,6 +1,5 @@
-"""Value edits of a state larger than Spark's memory: `transform --sql`, the Spark writer and
-`migrate --ttl` (the engine path `upgrade` takes too) each run on an embedded Spark whose JVM
-heap (`spark.driver.memory`) and Python workers' aggregation memory
+"""Value edits of a state larger than Spark's memory: `transform --sql` and the Spark writer
+each run on an embedded Spark whose JVM heap (`spark.driver.memory`) and Python workers' aggregation memory
 (`spark.python.worker.memory`) are smaller than the state, and write it back whole.
 
 The savepoint is `bench.synthetic`'s (the `keyed-str` operator of a real Flink 2.3 fixture,
@@ -8,7 +7,8 @@ its `_metadata` and serializer header, key-group blocks multiplied by statectl's
 every output is restored by real Flink (all of its state deserialized by the hashmap backend,
 not dumped: the dump of a state this size would dwarf the test), and read back by statectl,
 split by split against the input, entry by entry: the edited state holds exactly the edit,
-every other state exactly what it held. `upgrade` itself at size: test_upgrade_at_size.py.
+every other state exactly what it held. `upgrade` at size (the engine path `migrate --ttl`
+takes too): test_upgrade_at_size.py.
 """
 
 from __future__ import annotations
@@ -84,10 +84,10 @@ def plus_one(table: pa.Table) -> pa.Table:
 def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_memory(
     source: synthetic.Built, tmp_path: Path
 ) -> None:
-    """One child process, one Spark JVM of the small sizes above, for the three writes."""
+    """One child process, one Spark JVM of the small sizes above, for both writes."""
     from tests.flink import harness
 
-    edited, written, ttl = (tmp_path / name for name in ("transformed", "written", "ttl"))
+    edited, written = tmp_path / "transformed", tmp_path / "written"
     script = textwrap.dedent(
         f"""
         from pyspark.sql import SparkSession
@@ -108,10 +108,6 @@ def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_m
             .write.format("flink-state").mode("overwrite")
             .options(source=source, operator={OPERATOR!r}, state="cnt")
             .save({str(written)!r}))
-
-        plan = statectl.plan_migration(source, ttl=[({OPERATOR!r}, "lst", 7 * 86_400_000)])
-        report = statectl.write_migration(plan, {str(ttl)!r}, head_start=False)
-        assert dict(report.tasks_run).get("spark"), report.tasks_run
         """
     )
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
@@ -122,8 +118,8 @@ def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_m
     assert done.returncode == 0, done.stderr[-3000:]
 
     restored = harness.restore_check(
-        [harness.RestoreRequest(path, 3, dump=False) for path in (edited, written, ttl)]
+        [harness.RestoreRequest(path, 3, dump=False) for path in (edited, written)]
     )
-    assert [r["error"] for r in restored] == [None, None, None]
+    assert [r["error"] for r in restored] == [None, None]
     assert all(r["ok"] for r in restored)
     assert_states(source.path, [edited, written], "cnt", plus_one)
