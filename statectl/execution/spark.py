@@ -357,8 +357,6 @@ class SparkEngine(Engine):
         from pyspark.sql import functions as F
 
         session = frame.sparkSession
-        # Chunks are whole batches of entries: a batch of chunk rows is cut by bytes too.
-        session.conf.set("spark.sql.execution.arrow.maxBytesPerBatch", str(CHUNK_BATCH_BYTES))
         keys = spark_partition_keys(partitions)
         routes = session.createDataFrame(_routes(partition_of, keys))  # no Python task
         routed = (
@@ -369,7 +367,9 @@ class SparkEngine(Engine):
             .select("partition", "key_group", "seq", "chunk")
         )
         _name_job(self.context, f"shuffle into {partitions} files")
-        rows = collect(routed.mapInArrow(_frame_writer(write), WRITTEN_SCHEMA))
+        # Chunks are whole batches of entries: a batch of chunk rows is cut by bytes too.
+        with _session_conf(session, ARROW_BATCH_BYTES, str(CHUNK_BATCH_BYTES)):
+            rows = collect(routed.mapInArrow(_frame_writer(write), WRITTEN_SCHEMA))
         self.tasks_run["spark"] += len(rows)
         results: dict[int, R | TaskFailure] = {n: pickle.loads(result) for n, result in rows}
         unfed = sorted(set(range(partitions)) - set(results))  # no row was sent to them
@@ -391,6 +391,22 @@ def _routes(partition_of: Sequence[int], keys: Sequence[int]) -> pa.Table:
     )
 
 
+@contextlib.contextmanager
+def _session_conf(session: SparkSession, key: str, value: str) -> Iterator[None]:
+    """`key` set to `value` while the block runs, then as it was (the session may be a
+    user's)."""
+    before = session.conf.get(key, None)
+    session.conf.set(key, value)
+    try:
+        yield
+    finally:
+        if before is None:
+            session.conf.unset(key)
+        else:
+            session.conf.set(key, before)
+
+
+ARROW_BATCH_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
 CHUNK_BATCH_BYTES = 8 << 20
 WRITTEN_SCHEMA = "partition int, result binary"
 

@@ -235,7 +235,8 @@ def _identity(instance: NativeInstance) -> tuple[Any, ...]:
         if location is not None and location.is_local:
             with contextlib.suppress(OSError):
                 changed = os.stat(location.path).st_mtime_ns
-        files.append((file and file.local_path, stream.description, stream.size, changed))
+        name = file.local_path if file is not None else None
+        files.append((name, stream.description, stream.start, stream.size, changed))
     return instance.description, instance.key_groups, tuple(files)
 
 
