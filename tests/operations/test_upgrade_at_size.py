@@ -13,11 +13,7 @@ its origin key holds after the upgrade, and every entry is there.
 from __future__ import annotations
 
 import filecmp
-import os
 import shutil
-import subprocess
-import sys
-import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,8 +23,7 @@ import statectl
 from bench import synthetic_upgrade
 from statectl.formats.handles import KeyGroupsHandle, RelativeFileHandle
 from statectl.savepoint.reader import open_savepoint
-from tests.conftest import REPO
-from tests.operations.test_value_edits_at_size import SMALL_SPARK
+from tests.operations.test_value_edits_at_size import run_on_small_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.flink]
 
@@ -50,26 +45,14 @@ def source(tmp_path_factory: pytest.TempPathFactory) -> Iterator[synthetic_upgra
 
 def upgrade_on_small_spark(source: Path, out: Path) -> None:
     """`statectl.upgrade` in a child process, its tasks on a Spark of the small sizes."""
-    script = textwrap.dedent(
+    run_on_small_spark(
         f"""
-        from pyspark.sql import SparkSession
-        import statectl
-        builder = SparkSession.builder.master("local[2]")
-        for key, value in {SMALL_SPARK!r}.items():
-            builder = builder.config(key, value)
-        builder.getOrCreate()
         report = statectl.upgrade({str(source)!r}, {str(out)!r}, drop_unconvertible=True,
                                   head_start=False)
         assert [s.state for s in report.dropped] == [{DROPPED!r}], report.dropped
         assert dict(report.written.tasks_run).keys() == {{"spark"}}, report.written.tasks_run
         """
     )
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO,
-        env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def keyed_files(path: Path) -> list[tuple[int, tuple[int, ...], Path]]:

@@ -81,6 +81,27 @@ def plus_one(table: pa.Table) -> pa.Table:
     return table.set_column(2, "value", pc.add(table.column("value"), 1))
 
 
+def run_on_small_spark(body: str) -> None:
+    """`body` (Python, indented as a test's f-string is) in a child process whose `spark` is a
+    local[2] SparkSession of the small sizes above, with `statectl` and `statectl.spark`
+    imported; it must exit 0."""
+    setup = f"""
+        from pyspark.sql import SparkSession
+        import statectl, statectl.spark
+        builder = SparkSession.builder.master("local[2]")
+        for key, value in {SMALL_SPARK!r}.items():
+            builder = builder.config(key, value)
+        spark = builder.getOrCreate()
+        """
+    script = textwrap.dedent(setup) + textwrap.dedent(body)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO,
+        env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
 def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_memory(
     source: synthetic.Built, tmp_path: Path
 ) -> None:
@@ -88,16 +109,9 @@ def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_m
     from tests.flink import harness
 
     edited, written = tmp_path / "transformed", tmp_path / "written"
-    script = textwrap.dedent(
+    run_on_small_spark(
         f"""
-        from pyspark.sql import SparkSession
-        import statectl, statectl.spark
-        builder = SparkSession.builder.master("local[2]")
-        for key, value in {SMALL_SPARK!r}.items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
         source = {str(source.path)!r}
-
         statectl.transform(source, {str(edited)!r}, {OPERATOR!r}, "cnt",
                            sql="SELECT key, namespace, value + 1 AS value FROM state")
 
@@ -110,12 +124,6 @@ def test_a_transform_and_a_spark_writer_write_back_a_state_larger_than_spark_s_m
             .save({str(written)!r}))
         """
     )
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=900, cwd=REPO,
-        env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
 
     restored = harness.restore_check(
         [harness.RestoreRequest(path, 3, dump=False) for path in (edited, written)]
