@@ -1227,6 +1227,76 @@ def sql_dumps(specs: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]
     return {name: read_jsonl(truth) for name, truth in truths.items()}
 
 
+# --------------------------------------------------------------------------- schema evolution
+
+EVOLUTION_SOURCES = HERE / "evolution"
+EVOLUTION_MAIN = "statectl.evolution.EvolutionJob"
+EVOLUTION_KINDS = ("hashmap-canonical", "rocksdb-native")
+
+
+def compile_evolution(job_version: str) -> Path:
+    """The schema-evolution job of `job_version` ("v1" or "v2"): evolution/common plus
+    evolution/<job_version> (its Model: the state types), compiled against Flink 2.3.0 into
+    .cache/flink/evolution-<job_version>-classes-<hash>."""
+    roots = (EVOLUTION_SOURCES / job_version,)
+    return _compile(EVOLUTION_SOURCES / "common", FLINK_VERSION, f"evolution-{job_version}-classes-", roots)  # fmt: skip
+
+
+def evolution_jar(job_version: str) -> Path:
+    """The compiled evolution job of `job_version` packaged as a jar beside its classes (what
+    `--classpath JOB.jar` is given)."""
+    import zipfile
+
+    classes = compile_evolution(job_version)
+    jar = classes.with_name(classes.name + ".jar")
+    if not jar.exists():
+        staging = jar.with_name(f".{jar.name}-{os.getpid()}")
+        with zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as out:
+            for path in sorted(classes.rglob("*.class")):
+                out.write(path, path.relative_to(classes).as_posix())
+        os.replace(staging, jar)
+    return jar
+
+
+def evolution_savepoints() -> dict[str, Path]:
+    """The v1 job's savepoints, kind (EVOLUTION_KINDS) → savepoint directory, written in one JVM
+    and cached under .cache/flink/evolution-savepoints-<hash of the v1 classes>/<kind>/."""
+    classes = compile_evolution("v1")
+    root = CACHE / classes.name.replace("evolution-v1-classes-", "evolution-savepoints-")
+
+    def found() -> dict[str, Path]:
+        dirs = {kind: sorted((root / kind).glob("savepoint-*")) for kind in EVOLUTION_KINDS}
+        return {kind: paths[0] for kind, paths in dirs.items() if paths}
+
+    if len(found()) < len(EVOLUTION_KINDS):
+        with _lock("evolution-savepoints"):
+            if len(found()) < len(EVOLUTION_KINDS):
+                staging = Path(tempfile.mkdtemp(prefix=".evolution-", dir=CACHE))
+                try:
+                    _run_java(EVOLUTION_MAIN, ["write", str(staging)], timeout=300, classes=classes)
+                    shutil.rmtree(root, ignore_errors=True)
+                    os.replace(staging, root)
+                finally:
+                    shutil.rmtree(staging, ignore_errors=True)
+    return found()
+
+
+def restore_evolution(job_version: str, requests: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each request ({"savepoint", "state", "backend"}) restored by the `job_version` job in one
+    JVM: the state's operator alone, the state registered with that version's type. Per request
+    {"state", "ok", "error" (the exception chain), "values" ({key: value}, or the elements of
+    an operator list state)}."""
+    classes = compile_evolution(job_version)
+    items = [{**r, "savepoint": Path(r["savepoint"]).resolve().as_uri()} for r in requests]
+    with tempfile.TemporaryDirectory(prefix="statectl-evolution-") as tmp:
+        request_file, out = Path(tmp) / "requests.json", Path(tmp) / "results.json"
+        request_file.write_text(json.dumps(items, indent=1))
+        args = ["restore", str(request_file), str(out)]
+        _run_java(EVOLUTION_MAIN, args, timeout=120 + 30 * len(items), classes=classes)
+        results: list[dict[str, Any]] = json.loads(out.read_text())
+    return results
+
+
 # --------------------------------------------------------------------------- CLI
 
 
