@@ -9,6 +9,7 @@ operations (`predicted_loads`, `prepare_engine`, `stale_staging`, `key_group_ran
 from statectl.api import reports
 from statectl.api.helpers import key_group_range, parse_parallelisms, uid_hash
 from statectl.api.operations import (
+    check,
     convert,
     diff,
     export,
@@ -34,6 +35,7 @@ __all__ = [
     "ReadSplit",
     "Savepoint",
     "State",
+    "check",
     "convert",
     "diff",
     "export",

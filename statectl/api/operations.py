@@ -18,6 +18,7 @@ from statectl.api.savepoint import Savepoint, open
 
 if TYPE_CHECKING:
     from statectl.execution.engine import Engine
+    from statectl.operations.check import CheckReport
     from statectl.operations.diff import DiffReport
     from statectl.operations.export import ExportReport
     from statectl.operations.migrate import MigrationPlan, MigrationReport
@@ -70,6 +71,22 @@ def verify(
     from statectl.operations.verify import verify_location
 
     return verify_location(source, storage_options, deep, allow_external_files, progress)
+
+
+def check(
+    source: Source,
+    classpath: Sequence[str] = (),
+    types: Mapping[str, str] | None = None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+) -> CheckReport:
+    """What Flink does when the new version of the job (its jars or class folders:
+    `classpath`) restores each state (`statectl check`): `as-is`, `migrates` (Flink converts
+    on restore, nothing lost), `loses` (Flink restores, but values are lost: a renamed POJO
+    field), `refused` (Flink refuses the restore) or `unknown`, each with its reason. `types`:
+    {"OPERATOR/STATE": type} in `inspect`'s syntax for the types the job declares in code
+    (Row, Tuple, basic types), which are otherwise assumed unchanged."""
+    return _opened(source, storage_options).check(classpath, types)
 
 
 def plan(

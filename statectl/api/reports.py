@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         UnrecognisedSplit,
     )
     from statectl.formats.state_values import jsonable
+    from statectl.operations.check import CheckReport, StateCheck
     from statectl.operations.diff import DiffReport, Example, OperatorRef, StateDiff
     from statectl.operations.export import ExportReport, RawCount
     from statectl.operations.migrate import (
@@ -82,6 +83,7 @@ __all__ = [
     "FILE_NO_OFFSET",
     "RENAMED",
     "Candidate",
+    "CheckReport",
     "DiffReport",
     "Engine",
     "Enumerator",
@@ -123,6 +125,7 @@ __all__ = [
     "SavepointSummary",
     "SourcePositions",
     "Split",
+    "StateCheck",
     "StateDiff",
     "StateEditReport",
     "StateSummary",
@@ -163,6 +166,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "statectl.operations.state_edits": ("StateEditReport",),
     "statectl.operations.upgrade": ("UpgradeCheck", "StateVerdict", "UpgradeReport"),
+    "statectl.operations.check": ("CheckReport", "StateCheck"),
     "statectl.operations.set_positions": (
         "PositionsEditReport=PositionsReport", "PositionChange", "render_position",
     ),

@@ -14,7 +14,7 @@ commands that never read a state as a table load none of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from statectl.operations.check import CheckReport
     from statectl.operations.migrate import MigrationReport
     from statectl.operations.positions import PositionsReport
     from statectl.operations.state_edits import StateEdit
@@ -151,6 +152,22 @@ class Savepoint:
 
         with ClassPath(classpath) as classes:
             return check_upgrade(self.parsed, target, classes)
+
+    def check(
+        self, classpath: Sequence[str] = (), types: Mapping[str, str] | None = None
+    ) -> CheckReport:
+        """What Flink does restoring each state with the new version of the job (`statectl
+        check`): `as-is`, `migrates`, `loses`, `refused` or `unknown`, with the reason
+        (`CheckReport.ok`: every state as-is or migrates). `classpath`: the new job's jars or
+        class folders (POJOs, enums, Avro records, Kryo classes, read without a JVM); `types`:
+        {"OPERATOR/STATE": type} in `inspect`'s syntax for types the job declares in code
+        (`ROW{id STRING, qty INT}`, `TUPLE2{f0 STRING, f1 BIGINT}`), else assumed unchanged."""
+        from statectl.operations.check import check
+        from statectl.savepoint.classpath import ClassPath
+
+        with ClassPath(classpath) as classes:
+            names = tuple(str(entry) for entry in classes.entries)
+            return check(self.parsed, classes, types, names)
 
     def positions(self, operator: str | None = None) -> PositionsReport:
         """Where every source resumes (`statectl positions`)."""

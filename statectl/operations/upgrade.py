@@ -112,7 +112,7 @@ def check_upgrade(
     for op in sp.operators:
         verify.ensure_consistent(sp, [op])
         label = entries.operator_label(op)
-        for scope, meta, key in _states(sp, op):
+        for scope, meta, key in each_state(sp, op):
             verdict, reason = _verdict(sp, op, meta, key, scope, classpath)
             verdicts.append(
                 StateVerdict(label, op.operator_id_hex, meta.name, scope, verdict, reason)
@@ -120,7 +120,7 @@ def check_upgrade(
     return UpgradeCheck(sp.directory.url, sp.metadata.version, target, tuple(verdicts))
 
 
-def _states(
+def each_state(
     sp: Savepoint, op: OperatorState
 ) -> Iterator[tuple[str, StateMetaInfo, SerializerSnapshot | None]]:
     """(scope, state, the keyed backend's key serializer) of every state, once."""
@@ -584,7 +584,7 @@ def _task_work(task: _ValuesTask) -> tuple[int, int]:
 def _meta(
     sp: Savepoint, op: OperatorState, verdict: StateVerdict
 ) -> tuple[StateMetaInfo, SerializerSnapshot | None]:
-    for scope, meta, key in _states(sp, op):
+    for scope, meta, key in each_state(sp, op):
         if scope == verdict.scope and meta.name == verdict.state:
             return meta, key
     raise StatectlError(f"state {verdict.state!r} vanished", verdict.operator)
