@@ -30,3 +30,16 @@ def parse_parallelisms(text: str) -> list[int]:
     from statectl.operations.rescale.load import parse_parallelisms as parse
 
     return parse(text)
+
+
+def parse_state_type(text: str) -> str:
+    """A state's type in the syntax `inspect` prints (`ROW{id STRING, qty INT}`,
+    `TUPLE2{f0 STRING, f1 BIGINT}`, `MAP<STRING, POJO com.acme.Order>`), as `check`'s `types`
+    take it: the type written back in that syntax; `ValueError` saying what is wrong."""
+    from statectl.errors import FormatError
+    from statectl.formats.job_types import parse_type
+
+    try:
+        return parse_type(text).describe()
+    except FormatError as exc:
+        raise ValueError(exc.message) from None

@@ -24,6 +24,7 @@ import typer
 from statectl import __version__
 from statectl.cli import (
     allocator,
+    check_cmd,
     convert_cmd,
     diff_cmd,
     export_cmd,
@@ -109,6 +110,7 @@ _COMMANDS: dict[str, Callable[..., None]] = {  # in the order `statectl --help` 
     "positions": positions_cmd.positions_command,
     "transform": transform_cmd.transform_command,
     "upgrade": upgrade_cmd.upgrade_command,
+    "check": check_cmd.check_command,
 }
 for _name, _command in _COMMANDS.items():
     app.command(_name, no_args_is_help=True, cls=_Command)(_command)

@@ -124,10 +124,13 @@ def short(java_class: str) -> str:
 
 class TypeChecker:
     """Old serializer snapshots against the new job's types; the job's classes from
-    `classes` (jars or class folders, read without a JVM)."""
+    `classes` (jars or class folders, read without a JVM), typed as Flink `flink_major`'s
+    TypeExtractor types them (the Flink that wrote the savepoint: from 1.x to 2.x is
+    `upgrade`'s question)."""
 
-    def __init__(self, classes: ClassFinder) -> None:
+    def __init__(self, classes: ClassFinder, flink_major: int = 2) -> None:
         self.classes = classes
+        self.flink_major = flink_major
 
     def check(
         self, old: SerializerSnapshot | None, new: DeclaredType | None, where: str = ""
@@ -179,7 +182,7 @@ class TypeChecker:
         cls = self._find(java_class)
         if cls is None:
             return _not_found(java_class, where)
-        shape = pojo_shape(self.classes, cls)
+        shape = pojo_shape(self.classes, cls, self.flink_major)
         label = short(java_class)
         if shape.not_pojo:
             reason = f"{where}{label} is no longer a POJO ({shape.not_pojo}): Flink would use Kryo"
@@ -231,7 +234,7 @@ class TypeChecker:
             return "enum"
         if is_avro_specific(self.classes, cls):
             return "Avro record"
-        return "Kryo" if pojo_shape(self.classes, cls).not_pojo else "POJO"
+        return "Kryo" if pojo_shape(self.classes, cls, self.flink_major).not_pojo else "POJO"
 
     def _enum(self, old: SerializerSnapshot, new: DeclaredType | None, where: str) -> Verdict:
         """`EnumSerializer.EnumSerializerSnapshot`: reading the snapshot fails when one of its

@@ -101,10 +101,11 @@ def scalar(name: str) -> DeclaredType:
     return DeclaredType(SCALAR, name)
 
 
-def declared_type(signature: TypeSignature) -> DeclaredType:
+def declared_type(signature: TypeSignature, flink_major: int = 2) -> DeclaredType:
     """A field's declared type as Flink's TypeExtractor types it: basic types, primitive
-    arrays, Tuples and (Flink 2.x) parameterized List, Set and Map as such, any other class
-    by name (the class path decides its serializer); type variables and wildcards unknown."""
+    arrays, Tuples and (Flink 2.x; 1.x gives them Kryo) parameterized List, Set and Map as
+    such, any other class by name (the class path decides its serializer); type variables and
+    wildcards unknown."""
     if signature.kind == "base":
         return scalar(_SCALAR_CLASSES[_BOXED[signature.name]].describe())
     if signature.kind == "array":
@@ -118,22 +119,22 @@ def declared_type(signature: TypeSignature) -> DeclaredType:
     name, args = signature.name, signature.args
     if name in _SCALAR_CLASSES:
         return scalar(_SCALAR_CLASSES[name].describe())
-    if name in _LIST_CLASSES | _SET_CLASSES and len(args) == 1:
-        kind = LIST if name in _LIST_CLASSES else SET
-        return DeclaredType(kind, args=(declared_type(args[0]),))
-    if name in _MAP_CLASSES and len(args) == 2:
-        return DeclaredType(MAP, args=tuple(declared_type(a) for a in args))
+    nested = tuple(declared_type(a, flink_major) for a in args)
+    if flink_major >= 2 and name in _LIST_CLASSES | _SET_CLASSES and len(args) == 1:
+        return DeclaredType(LIST if name in _LIST_CLASSES else SET, args=nested)
+    if flink_major >= 2 and name in _MAP_CLASSES and len(args) == 2:
+        return DeclaredType(MAP, args=nested)
     tuple_class = _TUPLE_CLASS.fullmatch(name)
     if tuple_class and len(args) == int(tuple_class.group(1)):
         names = tuple(f"f{i}" for i in range(len(args)))
-        return DeclaredType(TUPLE, f"TUPLE{len(args)}", tuple(map(declared_type, args)), names)
+        return DeclaredType(TUPLE, f"TUPLE{len(args)}", nested, names)
     return DeclaredType(CLASS, name)
 
 
-def field_type(field_descriptor: str, signature: str | None) -> DeclaredType:
+def field_type(field_descriptor: str, signature: str | None, flink_major: int = 2) -> DeclaredType:
     """The declared type of a field from its descriptor and generic signature."""
     try:
-        return declared_type(parse_field_signature(signature or field_descriptor))
+        return declared_type(parse_field_signature(signature or field_descriptor), flink_major)
     except FormatError as exc:
         return DeclaredType(UNKNOWN, f"field type not understood: {exc}")
 
@@ -262,7 +263,7 @@ def hierarchy(classes: ClassFinder, java_class: str) -> list[ClassFile]:
     return found
 
 
-def pojo_shape(classes: ClassFinder, cls: ClassFile) -> PojoShape:
+def pojo_shape(classes: ClassFinder, cls: ClassFile, flink_major: int = 2) -> PojoShape:
     """`TypeExtractor.analyzePojo`: a public, concrete class with a public no-argument
     constructor whose instance fields (not static, not transient, the superclasses' too) are
     each public or have a getter and a setter. (Whether a nested class is static is not in its
@@ -284,7 +285,7 @@ def pojo_shape(classes: ClassFinder, cls: ClassFile) -> PojoShape:
             ):
                 reason = f"field {field.name} is neither public nor has a getter and a setter"
                 return PojoShape(cls.name, {}, reason)
-            fields[field.name] = field_type(field.descriptor, field.signature)
+            fields[field.name] = field_type(field.descriptor, field.signature, flink_major)
     if not fields:
         return PojoShape(cls.name, {}, "it has no fields")
     return PojoShape(cls.name, dict(sorted(fields.items())))

@@ -73,7 +73,7 @@ def check(
     `types`: "OPERATOR/STATE" → the state's new type in `inspect`'s syntax, for types declared
     in code. `classpath` names the class path in the report."""
     given = _given_types(sp, types or {})
-    checker = TypeChecker(classes)
+    checker = TypeChecker(classes, 2 if sp.metadata.version >= 5 else 1)
     results = []
     for op in sp.operators:
         verify.ensure_consistent(sp, [op])
