@@ -5,7 +5,7 @@ serializer can read what the old one wrote: `TypeSerializerSnapshot.resolveSchem
 answers compatible as is, compatible after migration (the state is read with the old serializer
 and written with the new one), compatible with a reconfigured serializer (Flink adapts the new
 one; nothing changes in the bytes) or incompatible (`StateMigrationException`: the restore
-fails). `check_type` walks the old snapshot tree against the new job's `DeclaredType` and the
+fails). `TypeChecker.check` walks the old snapshot tree against the new job's `DeclaredType` and the
 class path, applying each serializer family's own rule (cited below), and says:
 
 - `as-is`: compatible as is, or with a reconfigured serializer;

@@ -27,6 +27,7 @@ from statectl.formats.class_files import (
     TypeSignature,
     parse_field_signature,
 )
+from statectl.formats.upgrade import COLLECTION_KINDS
 from statectl.formats.values import scalars
 
 SCALAR, CLASS, TUPLE, ROW, LIST, SET, MAP, UNKNOWN = (
@@ -91,9 +92,8 @@ _ARRAY_COMPONENTS = {
 SCALAR_NAMES = frozenset(
     codec.describe() for codec in (*_SCALAR_CLASSES.values(), *scalars.PRIMITIVE_ARRAYS.values())
 )
-_LIST_CLASSES = frozenset({"java.util.List", "java.util.ArrayList", "java.util.Collection"})
-_SET_CLASSES = frozenset({"java.util.Set", "java.util.HashSet"})
-_MAP_CLASSES = frozenset({"java.util.Map", "java.util.HashMap"})
+# A parameterized field of these classes: Flink 2.x's List, Set and Map serializers (1.x: Kryo)
+_COLLECTIONS = {name: kind.lower() for name, kind in COLLECTION_KINDS.items()}
 _TUPLE_CLASS = re.compile(r"org\.apache\.flink\.api\.java\.tuple\.Tuple(\d+)")
 
 
@@ -120,10 +120,9 @@ def declared_type(signature: TypeSignature, flink_major: int = 2) -> DeclaredTyp
     if name in _SCALAR_CLASSES:
         return scalar(_SCALAR_CLASSES[name].describe())
     nested = tuple(declared_type(a, flink_major) for a in args)
-    if flink_major >= 2 and name in _LIST_CLASSES | _SET_CLASSES and len(args) == 1:
-        return DeclaredType(LIST if name in _LIST_CLASSES else SET, args=nested)
-    if flink_major >= 2 and name in _MAP_CLASSES and len(args) == 2:
-        return DeclaredType(MAP, args=nested)
+    collection = _COLLECTIONS.get(name) if flink_major >= 2 else None
+    if collection is not None and len(args) == (2 if collection == MAP else 1):
+        return DeclaredType(collection, args=nested)
     tuple_class = _TUPLE_CLASS.fullmatch(name)
     if tuple_class and len(args) == int(tuple_class.group(1)):
         names = tuple(f"f{i}" for i in range(len(args)))

@@ -21,7 +21,7 @@ from statectl.formats.compatibility import AS_IS, PASSING, VERDICTS, TypeChecker
 from statectl.formats.job_types import LIST, MAP, DeclaredType, parse_type
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
-from statectl.formats.state_values import keyed_codec, operator_codec
+from statectl.formats.state_values import flink_major, keyed_codec, operator_codec
 from statectl.operations import verify
 from statectl.operations.upgrade import each_state
 from statectl.savepoint import entries
@@ -73,7 +73,7 @@ def check(
     `types`: "OPERATOR/STATE" → the state's new type in `inspect`'s syntax, for types declared
     in code. `classpath` names the class path in the report."""
     given = _given_types(sp, types or {})
-    checker = TypeChecker(classes, 2 if sp.metadata.version >= 5 else 1)
+    checker = TypeChecker(classes, flink_major(sp.metadata.version))
     results = []
     for op in sp.operators:
         verify.ensure_consistent(sp, [op])
@@ -121,8 +121,9 @@ def _state_verdict(
     be given) or a broadcast state's."""
     if scope == "keyed":
         parts = [checker.check(meta.value_serializer, new)]
-        keys = checker.check(key, None, "key: ")
-        parts.append(Verdict(keys.verdict, keys.reasons))
+        if key is not None:
+            keys = checker.check(key, None, "key: ")
+            parts.append(Verdict(keys.verdict, keys.reasons))
     elif meta.backend_state_type == "BROADCAST":
         key_type, value_type = _unwrapped(meta, new, MAP, 2)
         parts = [checker.check(meta.key_serializer, key_type, "key: ")]
