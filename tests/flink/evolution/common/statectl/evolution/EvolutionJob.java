@@ -67,7 +67,8 @@ import java.util.stream.Collectors;
 public final class EvolutionJob {
     static final String[] STATES = {
         "pojo-added", "pojo-removed", "pojo-retyped", "pojo-renamed", "row-added", "tuple-retyped",
-        "map-pojo-retyped", "list-pojo-added", "oplist-pojo-added", "pojo-same", "control",
+        "map-pojo-retyped", "list-pojo-added", "oplist-pojo-added", "enum-added", "enum-removed",
+        "pojo-to-kryo", "pojo-same", "control",
     };
     static final int RECORDS = 12;
     static final int KEYS = 4;
@@ -230,6 +231,9 @@ public final class EvolutionJob {
         if (v == null || v instanceof Number || v instanceof String || v instanceof Boolean) {
             return v;
         }
+        if (v instanceof Enum) {
+            return ((Enum<?>) v).name();
+        }
         if (v instanceof Row) {
             Row row = (Row) v;
             List<Object> fields = new ArrayList<>();
@@ -247,8 +251,9 @@ public final class EvolutionJob {
             return fields;
         }
         Map<String, Object> fields = new TreeMap<>();
-        for (Field f : v.getClass().getFields()) {
+        for (Field f : v.getClass().getDeclaredFields()) {
             if (!Modifier.isStatic(f.getModifiers())) {
+                f.setAccessible(true);
                 fields.put(f.getName(), json(f.get(v)));
             }
         }

@@ -47,6 +47,19 @@ public final class Model {
         public int n;
     }
 
+    public enum Added {
+        RED, GREEN
+    }
+
+    public enum Removed {
+        RED, GREEN, BLUE
+    }
+
+    public static final class Opaque {
+        public int a;
+        public String b;
+    }
+
     /** The value type of each state (POJOs by class; Row, Tuple and Long declared in code). */
     public static TypeInformation<?> type(String state) {
         switch (state) {
@@ -60,6 +73,9 @@ public final class Model {
             case "list-pojo-added": return TypeInformation.of(ListItem.class);
             case "oplist-pojo-added": return TypeInformation.of(OpItem.class);
             case "pojo-same": return TypeInformation.of(Same.class);
+            case "enum-added": return TypeInformation.of(Added.class);
+            case "enum-removed": return TypeInformation.of(Removed.class);
+            case "pojo-to-kryo": return TypeInformation.of(Opaque.class);
             case "control": return Types.LONG;
             default: throw new IllegalArgumentException(state);
         }
@@ -78,6 +94,9 @@ public final class Model {
             case "list-pojo-added": { ListItem p = new ListItem(); p.v = i; return p; }
             case "oplist-pojo-added": { OpItem p = new OpItem(); p.v = i; return p; }
             case "pojo-same": { Same p = new Same(); p.s = "s" + i; p.n = i; return p; }
+            case "enum-added": return Added.values()[i % 2];
+            case "enum-removed": return Removed.values()[i % 2];
+            case "pojo-to-kryo": { Opaque p = new Opaque(); p.a = i; p.b = "b" + i; return p; }
             case "control": return (long) i;
             default: throw new IllegalArgumentException(state);
         }
