@@ -16,10 +16,11 @@ class path, applying each serializer family's own rule (cited below), and says:
   is null for every key, without a word from Flink;
 - `refused`: incompatible, or a snapshot Flink cannot even read against the new class;
 - `unknown`: the new type could not be determined (a class not on the class path, a type
-  variable, a serializer statectl has no rule for).
+  variable, a custom serializer).
 
-Where a part of the type comes from code (a Tuple's, a Row's, a basic type's) and the new job's
-type was not given (`DeclaredType` None), it is assumed unchanged (`Verdict.assumed`).
+Where a part of the type comes from code (a Tuple's, a Row's, a basic type's, the SQL
+planner's) and the new job's type was not given (`DeclaredType` None), it is assumed unchanged
+(`Verdict.assumed`).
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ AS_IS, MIGRATES, UNKNOWN_VERDICT, LOSES, REFUSED = (
 VERDICTS = (AS_IS, MIGRATES, UNKNOWN_VERDICT, LOSES, REFUSED)
 PASSING = frozenset({AS_IS, MIGRATES})
 
-_BASE = "org.apache.flink.api.common.typeutils.base."
+_FLINK = "org.apache.flink."
+_BASE = _FLINK + "api.common.typeutils.base."
 _RUNTIME = "org.apache.flink.api.java.typeutils.runtime."
 POJO_SNAPSHOT = _RUNTIME + "PojoSerializerSnapshot"
 KRYO_SNAPSHOT = _RUNTIME + "kryo.KryoSerializerSnapshot"
@@ -143,7 +145,7 @@ class TypeChecker:
             return Verdict(UNKNOWN_VERDICT, (f"{where}new type unknown: {new.name}",))
         name = old.class_name
         if not old.parsed:
-            return Verdict(UNKNOWN_VERDICT, (f"{where}snapshot of {old.label} not understood",))
+            return self._other(old, new, where)
         if name in _WRAPPERS:
             return self.check(old.nested[_WRAPPERS[name]] if old.nested else None, new, where)
         rule = {
@@ -157,9 +159,20 @@ class TypeChecker:
         codec = codec_for(old)
         if isinstance(codec, Scalar):
             return _scalar(codec.describe(), new, where)
-        if new is None:
-            return Verdict(UNKNOWN_VERDICT, (f"{where}no rule for serializer {old.label}",))
-        return Verdict(UNKNOWN_VERDICT, (f"{where}{old.label} → {new.describe()}: no rule",))
+        return self._other(old, new, where)
+
+    def _other(self, old: SerializerSnapshot, new: DeclaredType | None, where: str) -> Verdict:
+        """A serializer statectl has no rule for (or whose snapshot it does not read). Flink's
+        own (the SQL planner's RowData, CEP's, windows') serve types declared in code: assumed
+        unchanged, as the classes they nest are checked. A custom serializer's snapshot has a
+        rule of its own, which statectl cannot know."""
+        if new is not None:
+            return Verdict(UNKNOWN_VERDICT, (f"{where}{old.label} → {new.describe()}: no rule",))
+        if not old.class_name.startswith(_FLINK):
+            reason = f"{where}custom serializer {short(old.class_name)}: its own rule decides"
+            return Verdict(UNKNOWN_VERDICT, (reason,))
+        nested = old.nested if old.parsed else ()
+        return _assumed(worst(self.check(s, None, where) for s in nested))
 
     # --- classes: the class path decides ---
 

@@ -331,3 +331,15 @@ def test_a_class_in_the_type_syntax_is_read_from_the_class_path() -> None:
 def test_a_wrong_type_says_what_is_wrong(text: str, message: str) -> None:
     with pytest.raises(FormatError, match=message):
         parse_type(text)
+
+
+def test_flinks_own_serializers_without_a_rule_are_assumed_unchanged_custom_ones_unknown() -> None:
+    row_data = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"  # fmt: skip
+    planner = TypeChecker(Classes()).check(SerializerSnapshot(row_data, 3), None)
+    assert (planner.verdict, planner.assumed) == ("as-is", True)
+    nesting = SerializerSnapshot("org.apache.flink.cep.nfa.NFAStateSerializerSnapshot", 2, (ORDER_V1,))  # fmt: skip
+    assert check(nesting) == ("unknown", "class com.acme.Order is not on the class path")
+    custom = SerializerSnapshot("com.acme.OrderSerializer$Snapshot", 1)
+    assert check(custom) == (
+        "unknown", "custom serializer OrderSerializer$Snapshot: its own rule decides"
+    )  # fmt: skip
