@@ -36,6 +36,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.HashMap;
 import java.util.IdentityHashMap;
 import java.util.List;
@@ -45,6 +46,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 
 /**
  * The schema-evolution job, compiled twice: with v1/Model.java (writes the savepoint) and with
@@ -78,16 +80,26 @@ public final class EvolutionJob {
     static final AtomicInteger dumped = new AtomicInteger();
     static final Map<String, Object> dump = new ConcurrentHashMap<>();
 
+    /** The jobs' checkpoint directory (they take savepoints only), deleted at the end. */
+    static Path checkpoints;
+
     public static void main(String[] args) throws Exception {
-        if (args[0].equals("write")) {
-            try (MiniCluster cluster = cluster()) {
-                write(cluster, Paths.get(args[1], "hashmap-canonical"), "hashmap", "CANONICAL");
-                write(cluster, Paths.get(args[1], "rocksdb-native"), "rocksdb", "NATIVE");
+        checkpoints = Files.createTempDirectory("statectl-evolution-");
+        try {
+            if (args[0].equals("write")) {
+                try (MiniCluster cluster = cluster()) {
+                    write(cluster, Paths.get(args[1], "hashmap-canonical"), "hashmap", "CANONICAL");
+                    write(cluster, Paths.get(args[1], "rocksdb-native"), "rocksdb", "NATIVE");
+                }
+            } else if (args[0].equals("restore")) {
+                restore(Paths.get(args[1]), Paths.get(args[2]));
+            } else {
+                throw new IllegalArgumentException("write OUT | restore REQUESTS RESULTS");
             }
-        } else if (args[0].equals("restore")) {
-            restore(Paths.get(args[1]), Paths.get(args[2]));
-        } else {
-            throw new IllegalArgumentException("write OUT | restore REQUESTS RESULTS");
+        } finally {
+            try (Stream<Path> paths = Files.walk(checkpoints)) {
+                paths.sorted(Comparator.reverseOrder()).forEach(path -> path.toFile().delete());
+            }
         }
     }
 
@@ -273,7 +285,7 @@ public final class EvolutionJob {
 
     // ------------------------------------------------------------------ write and restore
 
-    static Configuration config(String backend, Path checkpoints) {
+    static Configuration config(String backend) {
         Map<String, String> c = new HashMap<>();
         c.put("state.backend.type", backend);
         c.put("parallelism.default", "1");
@@ -301,7 +313,7 @@ public final class EvolutionJob {
     static void write(MiniCluster cluster, Path out, String backend, String format) throws Exception {
         processed.set(0);
         List<String> states = List.of(STATES);
-        JobGraph job = build(config(backend, Files.createTempDirectory("statectl-evolution-")), states, false);
+        JobGraph job = build(config(backend), states, false);
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);
         await(cluster, job.getJobID(), () -> processed.get() == RECORDS * states.size());
         for (int attempt = 0; ; attempt++) {
@@ -340,8 +352,7 @@ public final class EvolutionJob {
     }
 
     static Object restoreOne(MiniCluster cluster, JsonNode request) throws Exception {
-        Path work = Files.createTempDirectory("statectl-evolution-");
-        Map<String, String> c = new HashMap<>(config(request.get("backend").asText(), work).toMap());
+        Map<String, String> c = new HashMap<>(config(request.get("backend").asText()).toMap());
         c.put("execution.state-recovery.path", request.get("savepoint").asText());
         c.put("execution.state-recovery.ignore-unclaimed-state", "true");
         c.put("execution.state-recovery.claim-mode", "NO_CLAIM");
