@@ -222,9 +222,10 @@ class TypeChecker:
 
     def _kryo(self, old: SerializerSnapshot, new: DeclaredType | None, where: str) -> Verdict:
         """`KryoSerializerSnapshot.resolveSchemaCompatibility`: incompatible unless the new
-        serializer is a KryoSerializer of the same class; Flink compares the class and its
-        registrations, not its fields (a changed field layout shows only when values are
-        read)."""
+        snapshot is a Kryo one of the same class, or when a registration or default serializer
+        is gone (the job's configuration, not in its classes: assumed unchanged). Flink does
+        not compare the class's fields: a changed field layout shows only when values are
+        read."""
         java_class = old.type_name or "java.lang.Object"
         mismatch = _other_class(java_class, "Kryo", new, where)
         if mismatch:
