@@ -5,16 +5,13 @@ library's table of the source with the same edit; the rows' staging folder is go
 an existing destination is refused (left untouched) unless `overwrite`; a column that does not
 fit the state fails the write with statectl's one-line message, writing nothing.
 
-One write runs on the suite's standalone cluster (`tests/spark_cluster.py`): its tasks stage
-their rows from executors on both workers.
+The same write on the suite's standalone cluster, its tasks on both workers:
+test_spark_cluster.py (one cluster and one driver for the reads and the write).
 """
 
 from __future__ import annotations
 
 import datetime
-import json
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,15 +19,8 @@ import pytest
 
 import statectl
 import statectl.spark
-from tests.conftest import REPO, checksums
+from tests.conftest import checksums
 from tests.operations.test_values_truth import VALUES
-from tests.spark_cluster import (
-    Cluster,
-    executor_python,
-    run_in_own_group,
-    spark_env,
-    standalone_cluster,
-)
 
 pytestmark = pytest.mark.spark
 
@@ -173,63 +163,3 @@ def test_a_value_spark_cannot_write_back_aborts(registered: Any, tmp_path: Path)
     with pytest.raises(Exception, match="key 'k05' appears more than once"):
         write(twice, src, "pojo", dst)
     assert _names(tmp_path) == []
-
-
-# --- on the standalone cluster ------------------------------------------------------------
-
-CLUSTER_FIXTURE = "2.3.0-rocksdb-native"
-APP_NAME = "statectl-data-source-write"
-DRIVER = f"import sys; sys.path.insert(0, {str(REPO)!r}); from {__name__} import main; main()"
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with standalone_cluster(tmp_path_factory.mktemp("spark-cluster")) as running:
-        yield running
-
-
-@pytest.mark.cluster
-def test_executors_on_the_cluster_stage_the_rows(cluster: Cluster) -> None:
-    root = cluster.root
-    out = root / "out"
-    out.mkdir()
-    env = {**spark_env(root), "PYSPARK_PYTHON": str(executor_python(root))}
-    argv = [sys.executable, "-c", DRIVER, cluster.master_url, str(out / "dst")]
-    run = run_in_own_group(argv, env, timeout=600, cwd=root)
-    assert run.returncode == 0, f"exit {run.returncode}\n{run.stdout}\n{run.stderr[-20000:]}"
-    report = json.loads(run.stdout.splitlines()[-1])
-    assert report["partitions"] == 2
-    # Executors of both workers ran the write's tasks.
-    assert sorted(set(cluster.executors_on(report["app_id"]).values())) == ["worker0", "worker1"]
-    assert all(tasks > 0 for tasks in report["tasks"].values()), report["tasks"]
-    assert entries(str(out / "dst"), "pojo") == pojo_expected(source(CLUSTER_FIXTURE))
-    assert _names(out) == ["dst"]
-
-
-def main() -> None:
-    """The cluster's driver: `MASTER DST`; prints its report as JSON on its last line."""
-    from pyspark.sql import SparkSession
-
-    from tests.api.test_spark_cluster import _tasks_by_executor
-
-    master, dst = sys.argv[1], Path(sys.argv[2])
-    spark = (
-        SparkSession.builder.master(master)
-        .appName(APP_NAME)
-        .config("spark.executor.memory", "512m")
-        .config("spark.scheduler.minRegisteredResourcesRatio", "1.0")
-        .getOrCreate()
-    )
-    try:
-        statectl.spark.register(spark)
-        src = source(CLUSTER_FIXTURE)
-        edited = pojo_edit(spark, read(spark, src, "pojo")).repartition(2)
-        write(edited, src, "pojo", dst)
-        report = {
-            "app_id": spark.sparkContext.applicationId,
-            "partitions": edited.rdd.getNumPartitions(),
-            "tasks": _tasks_by_executor(spark),
-        }
-    finally:
-        spark.stop()
-    print(json.dumps(report))
