@@ -25,7 +25,7 @@ LONGEST_FIRST = (
     "tests/operations/test_upgrade_at_size.py",
     "tests/api/test_spark_cluster.py",
     "tests/operations/rescale/test_cluster.py",
-    "tests/api/test_spark_write.py",
+    "tests/reliability/test_any_machine.py",
     "tests/compat/test_flink_versions.py",
     "tests/api/test_spark_datasource.py",
     "tests/operations/rescale/test_heap_e2e.py",
