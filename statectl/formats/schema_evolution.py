@@ -121,13 +121,19 @@ def scalar_change(old: Codec, new: Codec) -> str | None:
 # --- snapshots -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass
 class SnapshotEvolver:
     """Old serializer snapshots rewritten as the new job's serializers write them; its classes
-    from `classes`; `renames` (old POJO field name → new) apply to every POJO of the state."""
+    from `classes`; `renames` (old POJO field name → new) apply to every POJO of the state
+    that has the old field while its new class has the new one (`renamed` records them)."""
 
     classes: ClassFinder
     renames: Mapping[str, str] = field(default_factory=dict)
+    renamed: set[str] = field(default_factory=set)
+
+    def unused_renames(self) -> list[str]:
+        """`OLD=NEW` of the renames no POJO of the state took: a field name mistyped."""
+        return [f"{o}={n}" for o, n in self.renames.items() if o not in self.renamed]
 
     def evolve(self, old: SerializerSnapshot, new: DeclaredType | None) -> SerializerSnapshot:
         """`old` as the new job writes it for type `new` (None: the same type, whose classes
@@ -196,7 +202,10 @@ class SnapshotEvolver:
         back = {new: old_name for old_name, new in self.renames.items()}
         entries = []
         for name, declared in shape.fields.items():
-            previous = olds.get(back.get(name, name))
+            source = back.get(name, name) if back.get(name) in olds else name
+            if source != name:
+                self.renamed.add(source)
+            previous = olds.get(source)
             snapshot = (
                 self.evolve(previous, declared) if previous is not None else _new_snapshot(declared)
             )
@@ -293,7 +302,7 @@ class ValueEvolver:
         olds = dict(zip(old.names, old.codecs, strict=True))
         result: dict[str, Any] = {}
         for name, codec in zip(new.names, new.codecs, strict=True):
-            source = back.get(name, name)
+            source = back[name] if back.get(name) in olds else name  # as `SnapshotEvolver`
             where = f"{path}.{name}" if path else name
             if source not in olds:
                 result[name] = _default(new.primitive(name))

@@ -214,7 +214,14 @@ def _evolved_serializers(
         if new_type.kind != LIST:
             raise FormatError("give the type of an operator list state as LIST<T>")
         (new_type,) = new_type.args
-    return {**meta.serializers, "VALUE_SERIALIZER": evolver.evolve(value, new_type)}
+    evolved = evolver.evolve(value, new_type)
+    unused = evolver.unused_renames()
+    if unused:
+        raise FormatError(f"--rename-field {unused[0]}: no POJO field of the state to rename")
+    map_key_changed = evolved.nested and evolved.nested[0].raw != value.nested[0].raw
+    if scope == "keyed" and meta.kind == "MAP" and map_key_changed:
+        raise FormatError("the map's key type changed: statectl does not re-key map state")
+    return {**meta.serializers, "VALUE_SERIALIZER": evolved}
 
 
 def _codec(

@@ -89,3 +89,13 @@ def test_schema_options_need_the_classpath(
     code, _, err = run(["migrate", savepoint, "-o", str(tmp_path / "o"), *RENAME], capsys)
     assert code == 2
     assert "need the new job's classpath" in " ".join(err.replace("│", " ").split())
+
+
+def test_a_rename_of_no_field_is_refused(
+    savepoint: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    typo = ["--rename-field", "op-pojo-renamed/pojo-renamed:nmae=title"]
+    argv = _argv(savepoint, tmp_path / "out", *typo, *DROPS, "--drop", "op-map-pojo-retyped")
+    code, _, err = run(argv, capsys)
+    assert code == 1
+    assert "--rename-field nmae=title: no POJO field of the state to rename" in err
