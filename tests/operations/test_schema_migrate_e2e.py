@@ -161,3 +161,29 @@ def test_conversions_statectl_cannot_make_are_one_line(tmp_path: Path) -> None:
             str(source), str(tmp_path / "out"), classpath=[str(harness.evolution_jar("v2"))],
             types=V2_TYPES, drops=DROPPED,
         )  # fmt: skip
+
+
+def test_ttl_wrapped_values_migrate_with_their_last_access_times(tmp_path: Path) -> None:
+    """TTL turned on (`--ttl`) for a value and a list state of v1's savepoint, then migrated:
+    each value (each element) carried into v2's schema, its last-access time kept, and
+    `check` says as-is. (The evolution job declares no TTL: read back by statectl.)"""
+    source = harness.evolution_savepoints()["rocksdb-native"]
+    states = ("pojo-added", "list-pojo-added")
+    day = 86_400_000
+    plan = statectl.plan_migration(str(source), ttl=[(f"op-{s}", s, day) for s in states])
+    statectl.write_migration(plan, str(tmp_path / "ttl"))
+    _migrate(tmp_path / "ttl", tmp_path / "out", drops=DROPPED)
+    for state in states:
+        before = _rows(tmp_path / "ttl", state)
+        after = _rows(tmp_path / "out", state)
+        assert after.keys() == before.keys() and len(after) == 4
+        for key, (value, ttl) in before.items():
+            assert after[key] == (carried(state, value), ttl)
+    report = statectl.check(str(tmp_path / "out"), [str(harness.evolution_jar("v2"))], V2_TYPES)
+    verdicts = {s.state: (s.verdict, s.type.endswith(", TTL")) for s in report.states}
+    assert all(verdicts[s] == ("as-is", True) for s in states)
+
+
+def _rows(path: Path, state: str) -> dict[str, tuple[Any, Any]]:
+    table = statectl.open(str(path)).operator(f"op-{state}").state(state).to_arrow()
+    return {r["key"]: (r["value"], r["ttl_timestamp"]) for r in table.to_pylist()}
