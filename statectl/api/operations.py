@@ -378,11 +378,12 @@ def _schema_edits(
         op = parsed.find_operator(name)
         untouched += [(op.operator_id_hex, meta.name) for _, meta, _ in each_state(parsed, op)]
     with ClassPath(classpath) as classes:
-        plan = plan_schema_migration(
-            parsed, classes, types, rename_fields, narrow=narrow,
-            nulls_on_error=on_error == "null", untouched=untouched,
+        return list(
+            plan_schema_migration(
+                parsed, classes, types, rename_fields, narrow=narrow,
+                nulls_on_error=on_error == "null", untouched=untouched,
+            )
         )  # fmt: skip
-    return list(plan.edits)
 
 
 def write_migration(

@@ -102,11 +102,6 @@ class ConversionError(FormatError):
         self.path = path
 
 
-def is_narrowing(old: Codec, new: Codec) -> bool:
-    """Whether a number type change may not fit every value (a range check converts it)."""
-    return old is not new and old in _NUMBERS and new in _NUMBERS and (old, new) not in WIDENINGS
-
-
 def scalar_change(old: Codec, new: Codec) -> str | None:
     """Why statectl cannot convert values of basic type `old` to `new` (None: it can)."""
     if old is new or (old in _NUMBERS and new in _NUMBERS):
@@ -139,6 +134,10 @@ class SnapshotEvolver:
         """`old` as the new job writes it for type `new` (None: the same type, whose classes
         the class path may have changed); `FormatError` when statectl cannot write it."""
         name = old.class_name
+        if new is not None and new.kind == CLASS:  # the class path decides: the same class?
+            if old.type_name != new.name:
+                raise FormatError(f"{old.label} → class {new.name}: statectl cannot migrate it")
+            new = None
         if not old.parsed:
             if new is None:
                 return old
@@ -236,7 +235,10 @@ class SnapshotEvolver:
 
 
 def _scalar_snapshot(old: SerializerSnapshot, new: DeclaredType) -> SerializerSnapshot:
-    before, after = codec_for(old), _scalar_codec(new.name)
+    before = codec_for(old)
+    if before.describe() == new.name:  # unchanged (primitive arrays included)
+        return old
+    after = _scalar_codec(new.name)
     problem = scalar_change(before, after)
     if problem:
         raise FormatError(problem)

@@ -27,7 +27,13 @@ from statectl.formats.job_types import LIST, DeclaredType, parse_type
 from statectl.formats.schema_evolution import ConversionError, SnapshotEvolver, ValueEvolver
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
-from statectl.formats.state_values import MAP_NULL_VALUE, StateCodec, keyed_codec, operator_codec
+from statectl.formats.state_values import (
+    MAP_NULL_VALUE,
+    StateCodec,
+    flink_major,
+    keyed_codec,
+    operator_codec,
+)
 from statectl.formats.values import Raw, RawCodec, Undecodable
 from statectl.operations.check import StateCheck, check
 from statectl.operations.state_edits import SCHEMA, StateEdit
@@ -37,23 +43,6 @@ from statectl.savepoint.model import Savepoint
 from statectl.savepoint.table_rows import describe_composite_key
 
 FieldRenames = Mapping[str, Mapping[str, str]]  # "OPERATOR/STATE" → {old field: new field}
-
-
-@dataclass(frozen=True)
-class SchemaChange:
-    """One state rewritten: its check, and the values turned to null (`--on-error null`)."""
-
-    check: StateCheck
-    nulls: int = 0
-
-
-@dataclass(frozen=True)
-class SchemaPlan:
-    """The states rewritten (their edits for `migrate`) and those carried as bytes."""
-
-    changes: tuple[SchemaChange, ...]
-    kept: tuple[StateCheck, ...]
-    edits: tuple[StateEdit, ...]
 
 
 @dataclass(frozen=True)
@@ -105,7 +94,7 @@ def plan_schema_migration(
     narrow: bool = False,
     nulls_on_error: bool = False,
     untouched: Sequence[tuple[str, str]] = (),
-) -> SchemaPlan:
+) -> tuple[StateEdit, ...]:
     """The edits that carry every changed state of `sp` into the types of the job whose
     classes `classes` finds (`types`: "OPERATOR/STATE" → a type declared in code, in
     `inspect`'s syntax; `field_renames`: "OPERATOR/STATE" → {old POJO field: new}). `narrow`
@@ -117,20 +106,16 @@ def plan_schema_migration(
     renames = _resolve_renames(sp, report.states, field_renames or {})
     given = {_target_id(sp, t): parse_type(text) for t, text in (types or {}).items()}
     skipped = set(untouched)
-    changes, kept, edits = [], [], []
+    edits = []
     for state in report.states:
         target = (state.operator_id, state.state)
         if target in skipped or (state.verdict == AS_IS and target not in renames):
-            kept.append(state)
-            continue
+            continue  # copied as bytes
         mine = renames.get(target, {})
         _refuse_unconvertible(state, mine)
-        edit, nulls = _state_edit(
-            sp, classes, state, given.get(target), mine, narrow, nulls_on_error
-        )
-        changes.append(SchemaChange(state, nulls))
-        edits.append(edit)
-    return SchemaPlan(tuple(changes), tuple(kept), tuple(edits))
+        evolver = ValueEvolver(mine, narrow, nulls_on_error)
+        edits.append(_state_edit(sp, classes, state, given.get(target), evolver))
+    return tuple(edits)
 
 
 def _target_id(sp: Savepoint, target: str) -> tuple[str, str]:
@@ -172,23 +157,21 @@ def _state_edit(
     classes: ClassFinder,
     state: StateCheck,
     new_type: DeclaredType | None,
-    renames: Mapping[str, str],
-    narrow: bool,
-    nulls_on_error: bool,
-) -> tuple[StateEdit, int]:
-    """The state's edit (its new serializers and value converter) after the trial."""
+    evolver: ValueEvolver,
+) -> StateEdit:
+    """The state's edit (its new serializers and value converter) after the trial; the
+    values `evolver` turned into nulls are the edit's warning."""
     op = sp.find_operator(state.operator_id)
     meta, key = _meta(sp, op, state)
     try:
-        snapshots = SnapshotEvolver(classes, renames)
+        snapshots = SnapshotEvolver(classes, evolver.renames)
         serializers = _evolved_serializers(meta, state.scope, new_type, snapshots)
     except FormatError as exc:
         raise StatectlError(f"state {state.state!r}: {exc.message}", state.operator) from None
     new_meta = dataclasses.replace(meta, serializers=serializers)
-    major = entries.keyed_files(sp, op)[0].flink_major if state.scope == "keyed" else None
+    major = flink_major(sp.metadata.version)
     old_codec = _codec(meta, key, state.scope, major, None)
     new_codec = _codec(new_meta, key, state.scope, major, classes)
-    evolver = ValueEvolver(renames, narrow, nulls_on_error)
     converter = ValueConverter(old_codec, new_codec, evolver)
     _trial(sp, op, state, converter)
     nulls, evolver.nulls = evolver.nulls, 0
@@ -197,7 +180,7 @@ def _state_edit(
         state.operator_id, state.state, SCHEMA, warnings=warnings,
         schema_meta=NewSerializers(serializers), schema_value=converter,
     )  # fmt: skip
-    return edit, nulls
+    return edit
 
 
 def _evolved_serializers(
