@@ -180,7 +180,7 @@ def migrate_command(
     offsets = [_kafka_offset(v) for v in kafka_offset or ()]
     files = [_file_position(v) for v in file_position or ()]
     if offsets or files:
-        if drops or state_renames or ttls or no_ttls:
+        if drops or state_renames or ttls or no_ttls or classpath:
             raise typer.BadParameter(
                 "source positions and state edits go in separate runs",
                 param_hint="'--kafka-offset' / '--file-position'",

@@ -7,10 +7,12 @@ bytes; one that `migrates`, `loses` or is `refused` by Flink gets the serializer
 new job writes and every value converted to it (`formats/schema_evolution.py`); an `unknown`
 one is refused (statectl cannot tell what the new job writes: drop it or leave the job's type
 as it was). A state that `loses` values (a POJO field gone while another appeared) is refused
-unless `--rename-field` names its rename. Before anything is written, every value is converted
-once (a trial, in this process): the first that cannot be is one line naming the state, the key
-and the field. The rewrite itself is a state edit like TTL's (`state_edits.SCHEMA`): the
-engine's tasks write the changed subtask files, every other file is copied.
+unless `--rename-field` names its rename; one whose snapshot statectl would write unchanged is
+left to Flink if it `migrates` (an Avro schema Flink resolves), else refused. Before anything
+is written, every value is converted once (a trial, in this process): the first that cannot be
+is one line naming the state, the key and the field. The rewrite itself is a state edit like
+TTL's (`state_edits.SCHEMA`): the engine's tasks write the changed subtask files, every other
+file is copied.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.class_files import ClassFinder
-from statectl.formats.compatibility import AS_IS, LOSES, UNKNOWN_VERDICT
+from statectl.formats.compatibility import AS_IS, LOSES, MIGRATES, UNKNOWN_VERDICT
 from statectl.formats.job_types import LIST, DeclaredType, parse_type
 from statectl.formats.schema_evolution import ConversionError, SnapshotEvolver, ValueEvolver
 from statectl.formats.serializer_snapshots import SerializerSnapshot
@@ -114,7 +116,9 @@ def plan_schema_migration(
         mine = renames.get(target, {})
         _refuse_unconvertible(state, mine)
         evolver = ValueEvolver(mine, narrow, nulls_on_error)
-        edits.append(_state_edit(sp, classes, state, given.get(target), evolver))
+        edit = _state_edit(sp, classes, state, given.get(target), evolver)
+        if edit is not None:
+            edits.append(edit)
     return tuple(edits)
 
 
@@ -158,9 +162,10 @@ def _state_edit(
     state: StateCheck,
     new_type: DeclaredType | None,
     evolver: ValueEvolver,
-) -> StateEdit:
+) -> StateEdit | None:
     """The state's edit (its new serializers and value converter) after the trial; the
-    values `evolver` turned into nulls are the edit's warning."""
+    values `evolver` turned into nulls are the edit's warning. None: statectl writes the same
+    snapshot and Flink migrates the state itself (an Avro schema it resolves)."""
     op = sp.find_operator(state.operator_id)
     meta, key = _meta(sp, op, state)
     try:
@@ -168,6 +173,11 @@ def _state_edit(
         serializers = _evolved_serializers(meta, state.scope, new_type, snapshots)
     except FormatError as exc:
         raise StatectlError(f"state {state.state!r}: {exc.message}", state.operator) from None
+    if _same(serializers, meta):
+        if state.verdict != MIGRATES:
+            reason = f"statectl cannot rewrite its type: {state.reason}"
+            raise StatectlError(f"state {state.state!r}: {reason}", state.operator)
+        return None
     new_meta = dataclasses.replace(meta, serializers=serializers)
     major = flink_major(sp.metadata.version)
     old_codec = _codec(meta, key, state.scope, major, None)
@@ -181,6 +191,11 @@ def _state_edit(
         schema_meta=NewSerializers(serializers), schema_value=converter,
     )  # fmt: skip
     return edit
+
+
+def _same(serializers: Mapping[str, SerializerSnapshot], meta: StateMetaInfo) -> bool:
+    old = meta.value_serializer
+    return old is not None and serializers["VALUE_SERIALIZER"].raw == old.raw
 
 
 def _evolved_serializers(
