@@ -133,8 +133,7 @@ def migrate_command(
     *,
     rewrite: RewriteOptions,
 ) -> None:
-    """Rename or drop operators and states, set TTL or source positions, or carry states into
-    a new version of the job's types.
+    """Rename or drop operators and states, set TTL, positions or the new job's types.
 
     A renamed operator gets the operator id Flink derives from its new uid, so a job whose
     operator now has .uid("NEW") restores the old state. A dropped operator leaves the
