@@ -189,9 +189,14 @@ def _rows(path: Path, state: str) -> dict[str, tuple[Any, Any]]:
     return {r["key"]: (r["value"], r.get("ttl_timestamp")) for r in table.to_pylist()}
 
 
-def test_back_to_v1_narrows_only_when_asked(migrated: dict[str, Path], tmp_path: Path) -> None:
+def test_back_to_v1_narrows_only_when_asked(
+    migrated: dict[str, Path],
+    restored: dict[tuple[str, str], dict[str, Any]],
+    tmp_path: Path,
+) -> None:
     """v2's migrated savepoint carried back to v1's types: `count` BIGINT → INT and the
-    Tuple's f1 narrow, refused (naming the key) unless asked, then every value fits."""
+    Tuple's f1 narrow, refused (naming the key) unless asked; then v1 restores every state
+    (strictly) with its own values back, but the field v2 had removed, now null."""
     v1_types = {"op-tuple-retyped/tuple-retyped": "TUPLE2{f0 STRING, f1 INT}"}
     options: dict[str, Any] = {
         "classpath": [str(harness.evolution_jar("v1"))], "types": v1_types,
@@ -206,3 +211,10 @@ def test_back_to_v1_narrows_only_when_asked(migrated: dict[str, Path], tmp_path:
     assert counts == {8, 9, 10, 11}  # the last record of each of the 4 keys
     report = statectl.check(str(tmp_path / "out"), [str(harness.evolution_jar("v1"))], v1_types)
     assert {s.verdict for s in report.states} == {"as-is"}
+    states = [s for s in STATES if s != "row-added"]
+    request = {"savepoint": str(tmp_path / "out"), "states": states, "backend": "hashmap"}
+    (back,) = harness.restore_evolution("v1", [request])
+    assert back["ok"], back.get("error")
+    truth = restored[("v1", "hashmap-canonical")]["values"]
+    removed = {key: {**value, "b": None} for key, value in truth["pojo-removed"].items()}
+    assert back["values"] == {**{s: truth[s] for s in states}, "pojo-removed": removed}
