@@ -124,6 +124,7 @@ class SnapshotEvolver:
 
     classes: ClassFinder
     renames: Mapping[str, str] = field(default_factory=dict)
+    flink_major: int = 2  # whose TypeExtractor types the new classes' fields
     renamed: set[str] = field(default_factory=set)
 
     def unused_renames(self) -> list[str]:
@@ -143,6 +144,8 @@ class SnapshotEvolver:
                 return old
             raise FormatError(f"{old.label}: snapshot not understood")
         if name in _WRAPPERS:
+            if not old.nested:
+                raise FormatError(f"{old.label}: its nested snapshot was not read")
             index = _WRAPPERS[name] % len(old.nested)
             return self._rebuilt(old, {index: new})
         if name in _COLLECTIONS:
@@ -193,7 +196,7 @@ class SnapshotEvolver:
         cls = self.classes.find(java_class)
         if cls is None:
             raise FormatError(f"class {java_class} is not on the class path")
-        shape = pojo_shape(self.classes, cls)
+        shape = pojo_shape(self.classes, cls, self.flink_major)
         if shape.not_pojo:
             raise FormatError(f"{short(java_class)} is no longer a POJO ({shape.not_pojo})")
         olds = dict(zip(old.field_names, old.nested, strict=False))

@@ -168,8 +168,9 @@ def _state_edit(
     snapshot and Flink migrates the state itself (an Avro schema it resolves)."""
     op = sp.find_operator(state.operator_id)
     meta, key = _meta(sp, op, state)
+    major = flink_major(sp.metadata.version)
     try:
-        snapshots = SnapshotEvolver(classes, evolver.renames)
+        snapshots = SnapshotEvolver(classes, evolver.renames, major)
         serializers = _evolved_serializers(meta, state.scope, new_type, snapshots)
     except FormatError as exc:
         raise StatectlError(f"state {state.state!r}: {exc.message}", state.operator) from None
@@ -179,7 +180,6 @@ def _state_edit(
             raise StatectlError(f"state {state.state!r}: {reason}", state.operator)
         return None
     new_meta = dataclasses.replace(meta, serializers=serializers)
-    major = flink_major(sp.metadata.version)
     old_codec = _codec(meta, key, state.scope, major, None)
     new_codec = _codec(new_meta, key, state.scope, major, classes)
     converter = ValueConverter(old_codec, new_codec, evolver)
