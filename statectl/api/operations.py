@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from statectl.api.savepoint import Savepoint, open
+from statectl.errors import StatectlError
 
 if TYPE_CHECKING:
     from statectl.execution.engine import Engine
@@ -314,13 +315,26 @@ def plan_migration(
     rename_states: Sequence[tuple[str, str, str]] = (),
     ttl: Sequence[tuple[str, str, int]] = (),
     no_ttl: Sequence[tuple[str, str]] = (),
+    classpath: Sequence[str] = (),
+    types: Mapping[str, str] | None = None,
+    rename_fields: Mapping[str, Mapping[str, str]] | None = None,
+    narrow: bool = False,
+    on_error: str = "fail",
     storage_options: dict[str, Any] | None = None,
 ) -> MigrationPlan:
     """What `migrate` would do to each operator: `renames` (OLD uid or id → NEW uid) and
     `drops` (uid or id) resolved; unknown, twice-named or colliding operators raise. State
     edits name the operator (uid, id or name) and the keyed state: `drop_states` (operator,
     state), `rename_states` (operator, old, new), `ttl` (operator, state, time-to-live in ms:
-    every value gets the last-access time of now) and `no_ttl` (operator, state)."""
+    every value gets the last-access time of now) and `no_ttl` (operator, state).
+
+    With `classpath` (the new version of the job's jars or class folders) every state whose
+    type that version changed is rewritten into its layout (`statectl check` says which):
+    `types` ({"OPERATOR/STATE": type} in `inspect`'s syntax) for types declared in code,
+    `rename_fields` ({"OPERATOR/STATE": {old field: new}}) for renamed POJO fields; numbers
+    widen, and narrow only with `narrow` (each value checked to fit). A value that cannot be
+    converted raises a StatectlError naming the state, the key and the field, unless
+    `on_error="null"` makes it null where the new field is nullable (the report counts them)."""
     from statectl.operations.migrate import plan_migration as plan_operators
     from statectl.operations.state_edits import DROP, RENAME, TTL_OFF, TTL_ON, StateEdit
 
@@ -332,8 +346,44 @@ def plan_migration(
     ]
     sp = _opened(source, storage_options)
     # The files are copied, not parsed, unless states are edited.
-    sp.ensure_consistent(copies_only=not edits)
+    sp.ensure_consistent(copies_only=not edits and not classpath)
+    if classpath:
+        edits += _schema_edits(sp, edits, drops, classpath, types, rename_fields, narrow, on_error)
+    elif types or rename_fields:
+        raise StatectlError("types and field renames need the new job's classpath")
     return plan_operators(sp.parsed, renames, drops, edits)
+
+
+def _schema_edits(
+    sp: Savepoint,
+    edits: Sequence[Any],
+    drops: Sequence[str],
+    classpath: Sequence[str],
+    types: Mapping[str, str] | None,
+    rename_fields: Mapping[str, Mapping[str, str]] | None,
+    narrow: bool,
+    on_error: str,
+) -> list[Any]:
+    """The edits rewriting every state the new job's types change; the states other edits
+    drop, rename or re-wrap, and those of dropped operators, are left to them."""
+    from statectl.operations.schema_migration import plan_schema_migration
+    from statectl.operations.upgrade import each_state
+    from statectl.savepoint.classpath import ClassPath
+
+    if on_error not in ("fail", "null"):
+        raise StatectlError(f"on_error={on_error!r}: expected 'fail' or 'null'")
+    parsed = sp.parsed
+    untouched = [(parsed.find_operator(e.operator).operator_id_hex, e.state) for e in edits]
+    for name in drops:
+        op = parsed.find_operator(name)
+        untouched += [(op.operator_id_hex, meta.name) for _, meta, _ in each_state(parsed, op)]
+    with ClassPath(classpath) as classes:
+        return list(
+            plan_schema_migration(
+                parsed, classes, types, rename_fields, narrow=narrow,
+                nulls_on_error=on_error == "null", untouched=untouched,
+            )
+        )  # fmt: skip
 
 
 def write_migration(
@@ -397,10 +447,20 @@ def migrate(
     master: str = LOCAL_MASTER,
     spark_conf: Mapping[str, str] | None = None,
     head_start: bool = True,
+    classpath: Sequence[str] = (),
+    types: Mapping[str, str] | None = None,
+    rename_fields: Mapping[str, Mapping[str, str]] | None = None,
+    narrow: bool = False,
+    on_error: str = "fail",
 ) -> MigrationReport:
     """Operators renamed (uid OLD → NEW) or dropped, every state file carried over as bytes
-    (`statectl migrate`): `plan_migration`, then `write_migration`."""
-    migration = plan_migration(source, renames, drops, storage_options=storage_options)
+    (`statectl migrate`): `plan_migration`, then `write_migration`. With `classpath` (the new
+    job's jars), every state whose type it changed is rewritten into its layout (`types`,
+    `rename_fields`, `narrow`, `on_error` as `plan_migration` takes them)."""
+    migration = plan_migration(
+        source, renames, drops, classpath=classpath, types=types, rename_fields=rename_fields,
+        narrow=narrow, on_error=on_error, storage_options=storage_options,
+    )  # fmt: skip
     return write_migration(
         migration, destination, overwrite=overwrite, progress=progress,
         storage_options=storage_options, master=master, spark_conf=spark_conf,
@@ -437,8 +497,6 @@ def transform(
     folders; a null in a POJO field its class declares primitive is refused (Flink cannot
     restore it), one in a field of a class not read is a warning in the report."""
     if (sql is None) == (python is None):
-        from statectl.errors import StatectlError
-
         raise StatectlError("give exactly one of sql and python")
     from statectl.operations import transform as edits
     from statectl.operations.migrate import migrate, plan_migration

@@ -62,7 +62,7 @@ def check_command(
     for entry in classpath:
         if not Path(entry).exists():
             raise typer.BadParameter(f"{entry}: no such file or folder", param_hint="--classpath")
-    given = dict(_type_option(value) for value in types or ())
+    given = dict(type_option(value) for value in types or ())
     savepoint = read.open(path)
     for target in given:
         _known_state(savepoint, target)
@@ -86,7 +86,7 @@ def _known_state(savepoint: Savepoint, target: str) -> None:
         raise typer.BadParameter(f"{target}: {exc.message}", param_hint="--type") from None
 
 
-def _type_option(value: str) -> tuple[str, str]:
+def type_option(value: str) -> tuple[str, str]:
     """`OPERATOR/STATE=TYPE` as (OPERATOR/STATE, TYPE); the type's syntax is checked here,
     so that a mistyped one is a usage error."""
     from statectl.api.helpers import parse_state_type

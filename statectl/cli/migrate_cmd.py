@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from statectl.cli import console, migrate_view, output
+from statectl.cli.check_cmd import type_option
 from statectl.cli.options import (
     DestinationOption,
     RewriteOptions,
@@ -84,10 +86,54 @@ def migrate_command(
             "records to skip, to N records from its start, or to its start (repeatable).",
         ),
     ] = None,
+    classpath: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--classpath",
+            "JAR_OR_DIR",
+            "The new job's jar or class folder: every state whose type it changed (as check "
+            "says) is rewritten into its layout (repeatable).",
+        ),
+    ] = None,
+    types: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--type",
+            "OP/STATE=TYPE",
+            "With --classpath: a state's new type declared in code, as inspect prints types "
+            "(repeatable).",
+        ),
+    ] = None,
+    rename_field: Annotated[
+        list[str] | None,
+        _repeatable(
+            "--rename-field",
+            "OP/STATE:OLD=NEW",
+            "With --classpath: POJO field OLD of the state is field NEW in the new job "
+            "(repeatable).",
+        ),
+    ] = None,
+    narrow: Annotated[
+        bool,
+        typer.Option(
+            "--narrow",
+            help="With --classpath: let numbers narrow (BIGINT to INT, DOUBLE to FLOAT), "
+            "each value checked to fit.",
+        ),
+    ] = False,
+    on_error: Annotated[
+        str,
+        typer.Option(
+            "--on-error",
+            metavar="fail|null",
+            help="With --classpath: a value that cannot be converted fails the migration "
+            "(default), or is written as null where the new field is nullable.",
+        ),
+    ] = "fail",
     *,
     rewrite: RewriteOptions,
 ) -> None:
-    """Rename or drop operators and states, set TTL or source positions.
+    """Rename or drop operators and states, set TTL, positions or the new job's types.
 
     A renamed operator gets the operator id Flink derives from its new uid, so a job whose
     operator now has .uid("NEW") restores the old state. A dropped operator leaves the
@@ -98,6 +144,13 @@ def migrate_command(
     state whose TTL changed unless it is migrated so. Every other operator is carried over
     unchanged; all files are copied into DESTINATION and referenced relatively, so it can be
     moved anywhere. No Spark, no JVM; the input is never modified.
+
+    With --classpath (the new job's jar), every state whose type the new job changed is
+    rewritten so that it restores it with nothing refused and nothing lost: POJO fields added
+    (null, or a primitive's default), removed or renamed (--rename-field), Row and Tuple fields
+    (--type), numbers widened, inside list, map and operator list state and TTL. A value that
+    cannot be converted is refused in one line naming the state, the key and the field, and
+    nothing is written.
 
     Examples:
 
@@ -112,6 +165,8 @@ def migrate_command(
       statectl migrate ./sp -o ./sp-clean --drop-state orders/legacy --rename-state orders/cnt=count
 
       statectl migrate ./sp -o ./sp-rewound --kafka-offset src:orders=earliest
+
+      statectl migrate ./sp -o ./sp2 --classpath job-2.jar --rename-field orders/o:name=title
     """
     import statectl
     from statectl.api import stale_staging
@@ -124,14 +179,28 @@ def migrate_command(
     offsets = [_kafka_offset(v) for v in kafka_offset or ()]
     files = [_file_position(v) for v in file_position or ()]
     if offsets or files:
-        if drops or state_renames or ttls or no_ttls:
+        if drops or state_renames or ttls or no_ttls or classpath:
             raise typer.BadParameter(
                 "source positions and state edits go in separate runs",
                 param_hint="'--kafka-offset' / '--file-position'",
             )
         _move_sources(source, destination, offsets, files, renames, drop or (), rewrite)
         return
-    if not (renames or drop or drops or state_renames or ttls or no_ttls):
+    given_types = dict(type_option(v) for v in types or ())
+    field_renames = _field_renames(rename_field)
+    if (given_types or field_renames or narrow or on_error != "fail") and not classpath:
+        raise typer.BadParameter(
+            "--type, --rename-field, --narrow and --on-error need the new job's classpath",
+            param_hint="'--classpath'",
+        )
+    if on_error not in ("fail", "null"):
+        raise typer.BadParameter(
+            f"expected fail or null, got {on_error!r}", param_hint="--on-error"
+        )
+    for entry in classpath or ():
+        if not Path(entry).exists():
+            raise typer.BadParameter(f"{entry}: no such file or folder", param_hint="--classpath")
+    if not (renames or drop or drops or state_renames or ttls or no_ttls or classpath):
         raise typer.BadParameter(
             "nothing to do: give at least one of them",
             param_hint="'--rename-uid' / '--drop' / '--drop-state' / '--rename-state' / '--ttl'",
@@ -146,6 +215,11 @@ def migrate_command(
         rename_states=state_renames,
         ttl=ttls,
         no_ttl=no_ttls,
+        classpath=classpath or (),
+        types=given_types,
+        rename_fields=field_renames,
+        narrow=narrow,
+        on_error=on_error,
     )
     console.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(rewrite.json_output)
@@ -170,6 +244,20 @@ def _parse_renames(pairs: list[str] | None) -> list[tuple[str, str]]:
         if not sep or not old or not new:
             raise typer.BadParameter(f"expected OLD=NEW, got {pair!r}", param_hint="--rename-uid")
         renames.append((old, new))
+    return renames
+
+
+def _field_renames(values: list[str] | None) -> dict[str, dict[str, str]]:
+    """`OP/STATE:OLD=NEW` options as {"OP/STATE": {OLD: NEW}}."""
+    renames: dict[str, dict[str, str]] = {}
+    for value in values or ():
+        target, colon, fields = value.rpartition(":")
+        old, equals, new = fields.partition("=")
+        if not colon or not equals or not old or not new or "/" not in target.strip("/"):
+            raise typer.BadParameter(
+                f"expected OP/STATE:OLD=NEW, got {value!r}", param_hint="--rename-field"
+            )
+        renames.setdefault(target, {})[old] = new
     return renames
 
 

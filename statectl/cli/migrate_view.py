@@ -84,6 +84,8 @@ def _state_edit_text(edit: StateEditReport) -> str:
         return f"renamed to {edit.new_name!r}"
     if edit.action == "replace":
         return f"replaced by {edit.rows} entries"
+    if edit.action == "schema":
+        return "; ".join(("rewritten into the new job's types", *edit.warnings))
     return {"drop": "dropped", "ttl": "TTL on", "no-ttl": "TTL off"}.get(edit.action, edit.action)
 
 

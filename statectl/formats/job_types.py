@@ -101,6 +101,12 @@ def scalar(name: str) -> DeclaredType:
     return DeclaredType(SCALAR, name)
 
 
+def scalar_class(name: str) -> str | None:
+    """The Java class of a basic type named as `inspect` prints it (`BIGINT`:
+    `java.lang.Long`); None for the others."""
+    return next((c for c, codec in _SCALAR_CLASSES.items() if codec.describe() == name), None)
+
+
 def declared_type(signature: TypeSignature, flink_major: int = 2) -> DeclaredType:
     """A field's declared type as Flink's TypeExtractor types it: basic types, primitive
     arrays, Tuples and (Flink 2.x; 1.x gives them Kryo) parameterized List, Set and Map as

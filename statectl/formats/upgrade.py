@@ -209,7 +209,7 @@ def upgraded_snapshot(snapshot: SerializerSnapshot, hints: Hints) -> SerializerS
     nested = [upgraded_snapshot(n, hints) for n in snapshot.nested]
     if all(new.raw == old.raw for new, old in zip(nested, snapshot.nested, strict=True)):
         return snapshot
-    return _rebuilt_composite(snapshot, nested)
+    return rebuilt_composite(snapshot, nested)
 
 
 def _upgraded_pojo(snapshot: SerializerSnapshot, hints: Hints) -> SerializerSnapshot:
@@ -223,8 +223,8 @@ def _upgraded_pojo(snapshot: SerializerSnapshot, hints: Hints) -> SerializerSnap
     out.write_utf(class_name)
     out.write_i32(version)
     out.write_utf(type_name)
-    fields = _read_optional_map(r)
-    _write_optional_map(
+    fields = read_optional_map(r)
+    write_optional_map(
         out,
         [
             (name, key, None if value is None else _upgraded_field(type_name, name, value, hints))
@@ -232,8 +232,8 @@ def _upgraded_pojo(snapshot: SerializerSnapshot, hints: Hints) -> SerializerSnap
         ],
     )
     for _ in range(2):  # registered, then non-registered subclasses
-        subclasses = _read_optional_map(r)
-        _write_optional_map(
+        subclasses = read_optional_map(r)
+        write_optional_map(
             out,
             [
                 (name, key, None if value is None else _upgraded_frame(value, hints))
@@ -318,7 +318,7 @@ def nullable(inner: SerializerSnapshot) -> SerializerSnapshot:
     return composite(NULLABLE_SNAPSHOT, NULLABLE_OUTER_VERSION, padding.getvalue(), [inner])
 
 
-def _rebuilt_composite(
+def rebuilt_composite(
     snapshot: SerializerSnapshot, nested: Sequence[SerializerSnapshot]
 ) -> SerializerSnapshot:
     """A composite snapshot around new nested snapshots, its outer payload copied: the bytes
@@ -349,7 +349,7 @@ def _rebuilt_composite(
 Entry = tuple[str, bytes | None, bytes | None]
 
 
-def _read_optional_map(r: DataReader) -> list[Entry]:
+def read_optional_map(r: DataReader) -> list[Entry]:
     """`LinkedOptionalMapSerializer.readOptionalMap`, the frames kept as bytes."""
     at = r.pos
     if r.read_i64() != OPTIONAL_MAP_HEADER:
@@ -363,7 +363,7 @@ def _read_frame(r: DataReader) -> bytes | None:
     return r.read_bytes(r.read_i32()) if r.read_bool() else None
 
 
-def _write_optional_map(out: DataWriter, entries: Iterable[Entry]) -> None:
+def write_optional_map(out: DataWriter, entries: Iterable[Entry]) -> None:
     """`LinkedOptionalMapSerializer.writeOptionalMap`: header, count, then per entry the name
     and the key and value, each a presence flag and, when present, an i32-framed payload."""
     entries = list(entries)

@@ -51,6 +51,7 @@ from statectl.savepoint.model import Savepoint
 from statectl.savepoint.operator_rewrite import OperatorStateChange
 
 DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
+SCHEMA = "schema"  # the new job's types: `schema_migration`
 _TTL_TIMESTAMP_BYTES = 8
 
 
@@ -92,6 +93,9 @@ class StateEdit:
     elements: Mapping[int, Sequence[bytes]] | None = None
     broadcast: bytes | None = None
     warnings: tuple[str, ...] = ()  # what the edit may do that statectl could not check
+    # SCHEMA: the state's new meta info and each stored value converted to it
+    schema_meta: Callable[[StateMetaInfo], StateMetaInfo] | None = None
+    schema_value: Callable[[bytes], bytes] | None = None
 
     @property
     def option(self) -> str:
@@ -105,6 +109,8 @@ class StateEdit:
             return f"--no-ttl {target}"
         if self.action == DROP:
             return f"--drop-state {target}"
+        if self.action == SCHEMA:
+            return f"the migration of {target} to the new job's types"
         return f"the edit of {target}"
 
 
@@ -200,6 +206,8 @@ def _operator_change(edit: StateEdit) -> OperatorStateChange:
         return OperatorStateChange(new_name=edit.new_name)
     if edit.action == REPLACE:
         return OperatorStateChange(elements=edit.elements, broadcast=edit.broadcast)
+    if edit.action == SCHEMA:
+        return OperatorStateChange(meta=edit.schema_meta, value=edit.schema_value)
     raise FormatError(f"{edit.state!r} is operator state, which has no TTL")
 
 
@@ -235,6 +243,8 @@ def _change(edit: StateEdit, meta: StateMetaInfo, codec: StateCodec) -> StateCha
         return StateChange(drop=True)
     if edit.action == RENAME:
         return _rename(edit, meta)
+    if edit.action == SCHEMA:
+        return StateChange(meta=edit.schema_meta, value=edit.schema_value)
     if edit.action == REPLACE:
         if edit.feed is not None:
             return StateChange(fed=True)

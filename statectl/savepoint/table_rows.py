@@ -237,7 +237,7 @@ class RowEncoder:
         return EncodedBatch({kg: pack(rows) for kg, rows in by_key_group.items()}, count)
 
     def describe_key(self, composite: bytes) -> str:
-        return _describe_key(composite, self.codec, self.max_parallelism)
+        return describe_composite_key(composite, self.codec, self.max_parallelism)
 
 
 SLICE_ROWS = 1 << 16  # rows encoded at once: a batch's, a table's in slices
@@ -261,7 +261,7 @@ def _packed(entries: EncodedEntries) -> dict[int, bytes]:
     return grouped(entries.key_groups, join(lengths, entries.keys, entries.values))
 
 
-def _describe_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:
+def describe_composite_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:
     """What a composite key holds, for messages (its bytes where they do not split)."""
     assert codec.key is not None
     namespace = None if isinstance(codec.namespace, RawCodec) else codec.namespace

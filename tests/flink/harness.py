@@ -1285,9 +1285,15 @@ def restore_evolution(job_version: str, requests: list[dict[str, Any]]) -> list[
     """Each request ({"savepoint", "state", "backend"}) restored by the `job_version` job in one
     JVM: the state's operator alone, the state registered with that version's type. Per request
     {"state", "ok", "error" (the exception chain), "values" ({key: value}, or the elements of
-    an operator list state)}."""
+    an operator list state)}. A request with "states" (a list) instead of "state" restores
+    their operators in one job without allowing non-restored state ("values": {state: values});
+    with "savepoint_out" (a directory) and "format" (CANONICAL or NATIVE) that job then takes a
+    savepoint of what it restored."""
     classes = compile_evolution(job_version)
     items = [{**r, "savepoint": Path(r["savepoint"]).resolve().as_uri()} for r in requests]
+    for item in items:
+        if "savepoint_out" in item:
+            item["savepoint_out"] = str(Path(item["savepoint_out"]).resolve())
     with tempfile.TemporaryDirectory(prefix="statectl-evolution-") as tmp:
         request_file, out = Path(tmp) / "requests.json", Path(tmp) / "results.json"
         request_file.write_text(json.dumps(items, indent=1))

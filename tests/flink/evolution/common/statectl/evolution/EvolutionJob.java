@@ -64,7 +64,11 @@ import java.util.stream.Stream;
  * request {savepoint, state, backend}, a job of the source and op-&lt;state&gt; alone (the
  * savepoint's other operators not restored), which registers the state with this version's
  * type and dumps what it reads: {ok, error (the exception chain), values {key: value}} where a
- * POJO is {field: value}, a Row or Tuple a list of its fields, a list/map state a list/map.
+ * POJO is {field: value}, a Row or Tuple a list of its fields, a list/map state a list/map. A
+ * request with "states" (a list) instead restores all of them in one job, without allowing
+ * non-restored state (every operator of the savepoint must be among them): values are then
+ * {state: values}; with "savepoint_out" the job then takes a savepoint (of the backend's format,
+ * "format") into that directory, of what it restored.
  */
 public final class EvolutionJob {
     static final String[] STATES = {
@@ -164,7 +168,7 @@ public final class EvolutionJob {
                     for (Object v : opList.get()) {
                         values.add(json(v));
                     }
-                    dump.put("values", values);
+                    dump.put(state, values);
                     dumped.incrementAndGet();
                 }
             }
@@ -182,7 +186,7 @@ public final class EvolutionJob {
                     setCurrentKey(key);
                     values.put((String) key, read());
                 }
-                dump.put("values", values);
+                dump.put(state, values);
                 dumped.incrementAndGet();
             }
         }
@@ -316,11 +320,17 @@ public final class EvolutionJob {
         JobGraph job = build(config(backend), states, false);
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);
         await(cluster, job.getJobID(), () -> processed.get() == RECORDS * states.size());
+        savepoint(cluster, job, out, format);
+        cluster.cancelJob(job.getJobID()).get(60, TimeUnit.SECONDS);
+        cluster.requestJobResult(job.getJobID()).get(120, TimeUnit.SECONDS);
+    }
+
+    static void savepoint(MiniCluster cluster, JobGraph job, Path out, String format) throws Exception {
         for (int attempt = 0; ; attempt++) {
             try {
                 cluster.triggerSavepoint(job.getJobID(), out.toUri().toString(), false,
                         SavepointFormatType.valueOf(format)).get(120, TimeUnit.SECONDS);
-                break;
+                return;
             } catch (Exception e) {
                 if (attempt > 200) {
                     throw e;
@@ -328,8 +338,6 @@ public final class EvolutionJob {
                 Thread.sleep(100); // tasks still starting
             }
         }
-        cluster.cancelJob(job.getJobID()).get(60, TimeUnit.SECONDS);
-        cluster.requestJobResult(job.getJobID()).get(120, TimeUnit.SECONDS);
     }
 
     static void restore(Path requestsFile, Path resultsFile) throws Exception {
@@ -337,7 +345,7 @@ public final class EvolutionJob {
         try (MiniCluster cluster = cluster()) {
             for (JsonNode request : JSON.readTree(requestsFile.toFile())) {
                 Map<String, Object> result = new TreeMap<>();
-                result.put("state", request.get("state").asText());
+                result.put("state", request.path("state").asText());
                 result.put("ok", false);
                 try {
                     result.put("values", restoreOne(cluster, request));
@@ -352,19 +360,30 @@ public final class EvolutionJob {
     }
 
     static Object restoreOne(MiniCluster cluster, JsonNode request) throws Exception {
+        boolean strict = request.has("states");
+        List<String> states = new ArrayList<>();
+        if (strict) {
+            request.get("states").forEach(state -> states.add(state.asText()));
+        } else {
+            states.add(request.get("state").asText());
+        }
         Map<String, String> c = new HashMap<>(config(request.get("backend").asText()).toMap());
         c.put("execution.state-recovery.path", request.get("savepoint").asText());
-        c.put("execution.state-recovery.ignore-unclaimed-state", "true");
+        c.put("execution.state-recovery.ignore-unclaimed-state", String.valueOf(!strict));
         c.put("execution.state-recovery.claim-mode", "NO_CLAIM");
         Configuration conf = Configuration.fromMap(c);
         dump.clear();
         dumped.set(0);
-        JobGraph job = build(conf, List.of(request.get("state").asText()), true);
+        JobGraph job = build(conf, states, true);
         job.setSavepointRestoreSettings(SavepointRestoreSettings.fromConfiguration(conf));
         cluster.submitJob(job).get(60, TimeUnit.SECONDS);
         try {
-            await(cluster, job.getJobID(), () -> dumped.get() == 1);
-            return dump.get("values");
+            await(cluster, job.getJobID(), () -> dumped.get() == states.size());
+            if (request.has("savepoint_out")) {
+                savepoint(cluster, job, Paths.get(request.get("savepoint_out").asText()),
+                        request.get("format").asText());
+            }
+            return strict ? new TreeMap<>(dump) : dump.get(states.get(0));
         } finally {
             if (!cluster.getJobStatus(job.getJobID()).get(10, TimeUnit.SECONDS).isGloballyTerminalState()) {
                 cluster.cancelJob(job.getJobID()).get(60, TimeUnit.SECONDS);
