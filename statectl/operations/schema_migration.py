@@ -30,16 +30,15 @@ from statectl.formats.schema_evolution import ConversionError, SnapshotEvolver, 
 from statectl.formats.serializer_snapshots import SerializerSnapshot
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import (
-    MAP_NULL_VALUE,
     StateCodec,
     flink_major,
     keyed_codec,
     operator_codec,
 )
-from statectl.formats.values import Raw, RawCodec, Undecodable
+from statectl.formats.values import Undecodable
 from statectl.operations.check import StateCheck, check
 from statectl.operations.state_edits import SCHEMA, StateEdit
-from statectl.operations.upgrade import each_state
+from statectl.operations.upgrade import each_state, element_codec, reencoded
 from statectl.savepoint import entries
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.table_rows import describe_composite_key
@@ -67,24 +66,9 @@ class ValueConverter:
     evolver: ValueEvolver = field(default_factory=ValueEvolver)
 
     def __call__(self, data: bytes) -> bytes:
-        old, new, evolve = self.old, self.new, self.evolver.evolve
-        old_user, new_user = _user(old), _user(new)
-        decoded = old.decode_value(data)
-        if isinstance(decoded.value, Raw):
-            raise Undecodable(decoded.value.reason)
-        if old.kind == "LIST" and old.keyed:
-            value: Any = [evolve(old_user, new_user, v) for v in decoded.value]
-        else:
-            value = evolve(old_user, new_user, decoded.value)
-        heap_null = len(data) > 1 and data[0] == MAP_NULL_VALUE and old.kind == "MAP"
-        return new.encode_value(value, decoded.ttl_timestamp, heap_null_map_value=heap_null)
-
-
-def _user(codec: StateCodec) -> Any:
-    user = codec.user_value_codec()
-    if user is None or isinstance(user, RawCodec):
-        raise Undecodable(user.reason if isinstance(user, RawCodec) else "no value serializer")
-    return user
+        old_user, new_user = element_codec(self.old), element_codec(self.new)
+        evolve = self.evolver.evolve
+        return reencoded(self.old, self.new, data, lambda v: evolve(old_user, new_user, v))
 
 
 def plan_schema_migration(

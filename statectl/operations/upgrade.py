@@ -465,7 +465,7 @@ def _first_codecs(sp: Savepoint, verdict: StateVerdict, classpath: ClassFinder |
     if meta.name == source_state.LEGACY_KAFKA_STATE or _refused_for_good(meta, key):
         raise StatectlError(verdict.reason)
     old = _state_codec(meta, key, verdict.scope, 1, classpath)
-    _element_codec(old)
+    element_codec(old)
     codecs = _Codecs(meta, key, old)
     try:
         return _new_codecs(codecs, verdict.scope, {}, classpath)
@@ -566,7 +566,7 @@ def _task_values(task: _ValuesTask) -> dict[str, ElementClasses | str]:
         old, new = task.codecs[name]
         try:
             if new is None:
-                collect_element_classes(_element_codec(old), _decoded(old, data), seen)
+                collect_element_classes(element_codec(old), _decoded(old, data), seen)
             else:
                 _converted(old, new, data)
         except (StatectlError, Undecodable) as exc:
@@ -600,7 +600,7 @@ def _refused_for_good(meta: StateMetaInfo, key: SerializerSnapshot | None) -> bo
     )
 
 
-def _element_codec(codec: StateCodec) -> Codec:
+def element_codec(codec: StateCodec) -> Codec:
     """The codec of the values `upgrade_value` converts (a list's elements, a map's values)."""
     user = codec.user_value_codec()
     if user is None or isinstance(user, RawCodec):
@@ -624,7 +624,7 @@ def _decoded(codec: StateCodec, data: bytes) -> list[Any]:
 
 def _converted(old: StateCodec, new: StateCodec, data: bytes) -> bytes:
     """One stored value read as 1.x wrote it, written as 2.x writes it."""
-    old_user, new_user = _element_codec(old), _element_codec(new)
+    old_user, new_user = element_codec(old), element_codec(new)
     if old.kind == "BROADCAST":
         assert old.key is not None and new.key is not None and old.value is not None
         pairs = operator_state.split_broadcast_entries(data, old.key, old.value)
@@ -635,12 +635,21 @@ def _converted(old: StateCodec, new: StateCodec, data: bytes) -> bytes:
             )
             for k, v in pairs
         )
+    return reencoded(old, new, data, lambda value: upgrade_value(old_user, new_user, value))
+
+
+def reencoded(
+    old: StateCodec, new: StateCodec, data: bytes, convert: Callable[[Any], Any]
+) -> bytes:
+    """One stored value of a keyed or operator list state read with `old`, each user value in
+    it (a keyed list's elements one by one) passed through `convert`, written with `new`: its
+    TTL time and a heap map's null-value marker kept."""
     decoded = old.decode_value(data)
     if isinstance(decoded.value, Raw):
         raise Undecodable(decoded.value.reason)
     if old.kind == "LIST" and old.keyed:
-        value: Any = [upgrade_value(old_user, new_user, v) for v in decoded.value]
+        value: Any = [convert(v) for v in decoded.value]
     else:
-        value = upgrade_value(old_user, new_user, decoded.value)
+        value = convert(decoded.value)
     heap_null = len(data) > 1 and data[0] == MAP_NULL_VALUE and old.kind == "MAP"
     return new.encode_value(value, decoded.ttl_timestamp, heap_null_map_value=heap_null)
