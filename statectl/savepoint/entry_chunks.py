@@ -2,54 +2,183 @@
 
 A value edit's tasks encode rows where the rows are (`table_rows.encode_batch`) and emit, per
 batch and key group, one chunk: the key group's entries of that batch packed into one byte
-string (a length-prefixed composite key, then a length-prefixed stored value, entry after
-entry). The shuffle moves chunks, not entries, so its cost is per batch and key group; it
-sorts them by (subtask, key group, …), and the writing task reads them back one key group at
-a time (`ShuffledRows`), holding one key group's rows: what `keyed_rewrite` writes.
+string (their count, every key's length, every value's length, the keys, the values: lengths
+first, so that a chunk is read back as Arrow arrays without a Python step per entry). The
+shuffle moves chunks, not entries, so its cost is per batch and key group; it sorts them by
+(subtask, key group, …), and the writing task reads them back one key group at a time
+(`ShuffledRows`), holding one key group's entries in two Arrow arrays: what `keyed_rewrite`
+writes.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
 import os
 import struct
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from typing import BinaryIO
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import BinaryIO, overload
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from statectl.errors import FormatError
+from statectl.formats import keyed_blocks
+from statectl.formats.arrays import Int64s
+from statectl.formats.values.batch_encode import (
+    BINARY,
+    big_endian_lengths,
+    data_of,
+    join,
+    offsets_of,
+)
 
 Row = tuple[bytes, bytes]  # composite key (no flag), stored value
 
-_LENGTHS = struct.Struct(">ii")  # key length, value length
+_COUNT = struct.Struct(">i")
+_STATE_ID = struct.Struct(">H")
+_LENGTH = np.dtype(">i4")
 
 
 def pack(rows: Iterable[Row]) -> bytes:
     """Rows as one chunk."""
-    parts: list[bytes] = []
-    for key, value in rows:
-        parts += (_LENGTHS.pack(len(key), len(value)), key, value)
-    return b"".join(parts)
+    pairs = list(rows)
+    keys = pa.array([key for key, _ in pairs], BINARY)
+    values = pa.array([value for _, value in pairs], BINARY)
+    return pack_arrays(keys, values)
+
+
+def pack_arrays(keys: pa.Array, values: pa.Array) -> bytes:
+    """Rows given as two binary arrays (keys, values) as one chunk."""
+    key_offsets, value_offsets = offsets_of(keys), offsets_of(values)
+    return b"".join(
+        (
+            _COUNT.pack(len(keys)),
+            np.diff(key_offsets).astype(_LENGTH).tobytes(),
+            np.diff(value_offsets).astype(_LENGTH).tobytes(),
+            _data(keys, key_offsets),
+            _data(values, value_offsets),
+        )
+    )
+
+
+def _data(rows: pa.Array, offsets: Int64s) -> memoryview:
+    data = rows.buffers()[2]
+    if data is None:
+        return memoryview(b"")
+    return memoryview(data)[int(offsets[0]) : int(offsets[-1])]
+
+
+def join_chunks(chunks: Sequence[bytes]) -> bytes:
+    """Chunks of one key group as one, their rows in order."""
+    if len(chunks) == 1:
+        return chunks[0]
+    parts = [_arrays(chunk) for chunk in chunks]
+    keys = pa.concat_arrays([keys for keys, _ in parts])
+    values = pa.concat_arrays([values for _, values in parts])
+    return pack_arrays(keys, values)
 
 
 def unpack(chunk: bytes) -> Iterator[Row]:
     """A chunk's rows, in the order packed."""
-    view = memoryview(chunk)
-    pos = 0
-    while pos < len(view):
-        key_length, value_length = _LENGTHS.unpack_from(view, pos)
-        key_end = pos + _LENGTHS.size + key_length
-        end = key_end + value_length
-        yield bytes(view[pos + _LENGTHS.size : key_end]), bytes(view[key_end:end])
-        pos = end
+    keys, values = _arrays(chunk)
+    return zip(keys.to_pylist(), values.to_pylist(), strict=True)
+
+
+def _arrays(chunk: bytes) -> tuple[pa.Array, pa.Array]:
+    """A chunk's keys and values, as views of it."""
+    (count,) = _COUNT.unpack_from(chunk)
+    lengths = np.frombuffer(chunk, _LENGTH, 2 * count, _COUNT.size).astype(np.int64)
+    if count < 0 or (count and int(lengths.min()) < 0):
+        raise FormatError("a chunk of entries is damaged")
+    buffer = pa.py_buffer(chunk)
+    start = _COUNT.size + 8 * count
+    keys, key_bytes = _rows(buffer, start, lengths[:count])
+    values, value_bytes = _rows(buffer, start + key_bytes, lengths[count:])
+    if start + key_bytes + value_bytes != len(chunk):
+        raise FormatError("a chunk of entries is damaged")
+    return keys, values
+
+
+def _rows(buffer: pa.Buffer, start: int, lengths: Int64s) -> tuple[pa.Array, int]:
+    offsets = np.zeros(len(lengths) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    size = int(offsets[-1])
+    if start + size > buffer.size:
+        raise FormatError("a chunk of entries is damaged")
+    data = buffer.slice(start, size)
+    return pa.Array.from_buffers(BINARY, len(lengths), [None, pa.py_buffer(offsets), data]), size
+
+
+class PackedRows(Sequence[Row]):
+    """One key group's rows of a replaced state, sorted by composite key: two Arrow arrays,
+    not a Python object per entry (a key group may hold millions)."""
+
+    def __init__(self, keys: pa.Array, values: pa.Array) -> None:
+        self.keys, self.values = keys, values
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @overload
+    def __getitem__(self, index: int) -> Row: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Row]: ...
+    def __getitem__(self, index: int | slice) -> Row | Sequence[Row]:
+        if isinstance(index, slice):
+            keys, values = self.keys[index].to_pylist(), self.values[index].to_pylist()
+            return list(zip(keys, values, strict=True))
+        return self.keys[index].as_py(), self.values[index].as_py()
+
+    def __iter__(self) -> Iterator[Row]:
+        step = 1 << 14  # rows made into Python objects at a time
+        for start in range(0, len(self.keys), step):
+            keys = self.keys.slice(start, step).to_pylist()
+            yield from zip(keys, self.values.slice(start, step).to_pylist(), strict=True)
+
+    def run_bytes(self, state_id: int) -> bytes:
+        """The rows as one state's run of a key-group block (`keyed_blocks.run_bytes`), built
+        by Arrow's kernels: per entry the key's length, the key (the last one flagged), the
+        value's length, the value."""
+        if not 0 <= state_id < keyed_blocks.END_OF_KEY_GROUP_MARK:
+            raise ValueError(f"state id {state_id} is out of range")
+        key_offsets = offsets_of(self.keys)
+        if not len(self.keys) or int(np.diff(key_offsets).min()) <= 0:
+            raise ValueError("a run needs entries, each with a non-empty key")
+        key_data = data_of(self.keys)
+        if int(key_data[key_offsets[:-1]].max()) & keyed_blocks.FIRST_BIT_IN_BYTE_MASK:
+            raise ValueError("a key must start below 0x80 (the flag bit)")
+        entries = join(
+            big_endian_lengths(self.keys), self.keys, big_endian_lengths(self.values), self.values
+        )
+        run = bytearray(_STATE_ID.pack(state_id))
+        run += _data(entries, offsets_of(entries))
+        last_key = _STATE_ID.size + int(offsets_of(entries)[-2]) + 4
+        run[last_key] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
+        return bytes(run)
+
+
+def sorted_rows(chunks: Sequence[bytes], describe: Callable[[bytes], str]) -> PackedRows:
+    """The rows of one key group's chunks, sorted by composite key; a key given twice is a
+    FormatError saying `describe(key)` appears more than once."""
+    parts = [_arrays(chunk) for chunk in chunks]
+    keys = pa.concat_arrays([keys for keys, _ in parts])
+    values = pa.concat_arrays([values for _, values in parts])
+    order = pc.sort_indices(keys)
+    keys, values = keys.take(order), values.take(order)
+    if len(keys) > 1:
+        repeated = pc.equal(keys.slice(1), keys.slice(0, len(keys) - 1))
+        if pc.any(repeated).as_py():
+            first = int(np.flatnonzero(repeated.to_numpy(zero_copy_only=False))[0])
+            raise FormatError(f"{describe(keys[first].as_py())} appears more than once")
+    return PackedRows(keys, values)
 
 
 class ShuffledRows:
     """A subtask's replaced rows from a stream of (key group, chunk) sorted by key group: what
     `keyed_rewrite.StateChange.rows` takes. Key groups are asked for in ascending order (both
-    writers do); each comes back sorted by composite key, and a key given twice (in one chunk
-    or two) is a FormatError saying `describe(key)` appears more than once."""
+    writers do); each comes back sorted by composite key (`sorted_rows`)."""
 
     def __init__(
         self, chunks: Iterable[tuple[int, bytes]], describe: Callable[[bytes], str]
@@ -60,23 +189,20 @@ class ShuffledRows:
         self._asked = -1
         self.count = 0  # rows handed out so far
 
-    def get(self, key_group: int) -> list[Row] | None:
+    def get(self, key_group: int) -> PackedRows | None:
         if key_group <= self._asked:
             raise ValueError(f"key group {key_group} asked for after {self._asked}")
         self._asked = key_group
         if self._pending is not None and self._pending[0] < key_group:
             # Chunks of key groups outside the subtask's range: statectl routed them wrongly.
             raise FormatError(f"rows of key group {self._pending[0]} reached the wrong subtask")
-        rows: list[Row] = []
+        chunks: list[bytes] = []
         while self._pending is not None and self._pending[0] == key_group:
-            rows.extend(unpack(self._pending[1]))
+            chunks.append(self._pending[1])
             self._pending = next(self._chunks, None)
+        rows = sorted_rows(chunks, self._describe) if chunks else None
         if not rows:
             return None
-        rows.sort()
-        for (key, _), (following, _) in itertools.pairwise(rows):
-            if key == following:
-                raise FormatError(f"{self._describe(key)} appears more than once")
         self.count += len(rows)
         return rows
 

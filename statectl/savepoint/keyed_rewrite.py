@@ -29,6 +29,7 @@ from statectl.savepoint.entries import (
     KeyedSource,
     NativeKeyedFile,
 )
+from statectl.savepoint.entry_chunks import PackedRows
 from statectl.savepoint.files import OutputFile
 from statectl.savepoint.keyed import block_spans, iter_blocks
 from statectl.savepoint.native_writer import InstanceWriter
@@ -180,13 +181,19 @@ def _copied_blocks(
         for name, change in rewrite.changes.items():
             rows = change.rows.get(key_group) if change.rows is not None else None
             if rows and name in rewrite.new_ids:
-                runs[rewrite.new_ids[name]] = keyed_blocks.run_bytes(rewrite.new_ids[name], rows)
+                runs[rewrite.new_ids[name]] = _run_bytes(rewrite.new_ids[name], rows)
         if runs:
             yield key_group, keyed_blocks.join_runs([runs[i] for i in sorted(runs)])
     if pending is not None:
         raise StatectlError(
             f"key group {pending[0].key_group} lies outside the file's range {first}–{last}"
         )
+
+
+def _run_bytes(state_id: int, rows: Sequence[Row]) -> bytes:
+    if isinstance(rows, PackedRows):
+        return rows.run_bytes(state_id)  # by Arrow's kernels, not entry by entry
+    return keyed_blocks.run_bytes(state_id, rows)
 
 
 def _copy_runs(

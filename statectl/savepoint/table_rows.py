@@ -29,9 +29,10 @@ from statectl.formats.java_types import KeyType, build_composite_key, split_comp
 from statectl.formats.operator_state import build_broadcast_element
 from statectl.formats.state_values import StateCodec
 from statectl.formats.values import Codec, RawCodec
-from statectl.formats.values.batch_encode import big_endian_lengths, grouped, join
+from statectl.formats.values.batch import fixed_width_array
+from statectl.formats.values.batch_encode import group_spans
 from statectl.formats.values.pojo import has_primitive_fields, null_fields
-from statectl.savepoint.entry_chunks import pack
+from statectl.savepoint.entry_chunks import join_chunks, pack, pack_arrays
 from statectl.savepoint.spilled_rows import KeyGroupRows, Record, RowSpill
 
 if TYPE_CHECKING:
@@ -210,7 +211,7 @@ class RowEncoder:
         for part_batch in packed:
             for key_group, chunk in part_batch.chunks.items():
                 chunks.setdefault(key_group, []).append(chunk)
-        joined = {key_group: b"".join(parts) for key_group, parts in chunks.items()}
+        joined = {key_group: join_chunks(parts) for key_group, parts in chunks.items()}
         return EncodedBatch(joined, sum(b.count for b in packed))
 
     def _rows(self, table: pa.Table | pa.RecordBatch, first_row: int) -> Iterator[Record]:
@@ -255,10 +256,19 @@ def _slices(
 
 
 def _packed(entries: EncodedEntries) -> dict[int, bytes]:
-    """`entry_chunks.pack` of each key group's entries, all at once: per entry the key's and
-    the value's lengths (big-endian i32s), the key, the value."""
-    lengths = big_endian_lengths(entries.keys, entries.values)
-    return grouped(entries.key_groups, join(lengths, entries.keys, entries.values))
+    """`entry_chunks.pack` of each key group's entries, all at once, the key groups in the
+    order of their first entry."""
+    import pyarrow as pa
+
+    if not len(entries.key_groups):
+        return {}
+    order, spans = group_spans(entries.key_groups)
+    index = fixed_width_array(pa.int64(), order)
+    keys, values = entries.keys.take(index), entries.values.take(index)
+    return {
+        key_group: pack_arrays(keys.slice(start, end - start), values.slice(start, end - start))
+        for key_group, start, end in spans
+    }
 
 
 def describe_composite_key(composite: bytes, codec: StateCodec, max_parallelism: int) -> str:

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 from statectl.formats.arrays import Bools, Int64s, UInt8s
 from statectl.formats.values import scalars
-from statectl.formats.values.batch import bool_bits_array, fixed_width_array
+from statectl.formats.values.batch import bool_bits_array
 from statectl.formats.values.composites import WindowCodec
 from statectl.formats.values.model import Codec
 
@@ -98,24 +98,19 @@ def big_endian_lengths(*columns: pa.Array) -> pa.Array:
     return fixed_rows(lengths.astype(">i4"))
 
 
-def grouped(groups: Int64s, rows: pa.Array) -> dict[int, bytes]:
-    """The rows of each group one after another, in their order: {group: bytes}, the groups
-    in the order of their first row."""
-    if not len(rows):
-        return {}
+def group_spans(groups: Int64s) -> tuple[Int64s, list[tuple[int, int, int]]]:
+    """The rows ordered by group, stably (`order`: row numbers), and (group, start, end) of
+    each group's rows in that order, the groups in the order of their first row."""
     order = np.argsort(_narrow(groups), kind="stable")  # a radix sort for 16 bits
-    ordered = rows.take(fixed_width_array(pa.int64(), order))
-    offsets = offsets_of(ordered)
-    data = memoryview(ordered.buffers()[2] or b"")
     by_group = groups[order]
     starts = np.flatnonzero(np.concatenate(([True], by_group[1:] != by_group[:-1])))
     ends = np.append(starts[1:], len(by_group))
     firsts = order[starts]  # a stable sort: each group's first row is its first place
-    chunks: dict[int, bytes] = {}
-    for i in np.argsort(firsts).tolist():
-        start, end = int(offsets[starts[i]]), int(offsets[ends[i]])
-        chunks[int(by_group[starts[i]])] = bytes(data[start:end])
-    return chunks
+    spans = [
+        (int(by_group[starts[i]]), int(starts[i]), int(ends[i]))
+        for i in np.argsort(firsts).tolist()
+    ]
+    return order, spans
 
 
 def _narrow(groups: Int64s) -> npt.NDArray[Any]:
