@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -20,6 +21,7 @@ from statectl.errors import StatectlError
 from statectl.formats import entry_scan, keyed_blocks
 from statectl.formats.handles import HandleCode, KeyedHandle, KeyGroupsHandle, RelativeFileHandle
 from statectl.formats.java_types import key_group_prefix_bytes
+from statectl.formats.keyed_blocks import Buffer
 from statectl.formats.state_headers import KeyedStateHeader, StateMetaInfo, write_keyed_header
 from statectl.savepoint import native
 from statectl.savepoint.entries import (
@@ -146,15 +148,16 @@ def _write_canonical(
         _copied_blocks(rewrite, source, first, last)
         if isinstance(source, KeyedFile)
         else (
-            (kg, keyed_blocks.build_block(runs))
+            (kg, [keyed_blocks.build_block(runs)])
             for kg, runs in _key_group_runs(rewrite, source, first, last)
         )
     )
     try:
         out.write(rewrite.header_bytes)
-        for key_group, block in blocks:
+        for key_group, parts in blocks:
             offsets[key_group - first] = out.pos
-            out.write(block)
+            for part in parts:
+                out.write(part)
     finally:
         size = out.close()
     file = RelativeFileHandle(name, size)
@@ -163,17 +166,18 @@ def _write_canonical(
 
 def _copied_blocks(
     rewrite: SubtaskRewrite, source: KeyedFile, first: int, last: int
-) -> Iterator[tuple[int, bytes]]:
-    """Each non-empty key group's new block, key groups ascending: a carried state's run is
-    copied as bytes under its new id (`entry_scan` finds the runs without a Python step per
-    entry); only states whose values change are taken entry by entry."""
+) -> Iterator[tuple[int, list[Buffer]]]:
+    """Each non-empty key group's new block as the parts to write one after another, key
+    groups ascending: a carried state's run is a view of the source's block under its new id
+    (`entry_scan` finds the runs without a Python step per entry), so a block is never copied
+    whole; only states whose values change are taken entry by entry."""
     header = source.header()
     names = [state.name for state in header.states]
     prefix = key_group_prefix_bytes(source.max_parallelism)
     blocks = iter_blocks(source.stream, block_spans(source.stream, source.handle))
     pending = next(blocks, None)  # (span, its bytes): the next block of the file
     for key_group in range(first, last + 1):
-        runs: dict[int, bytes] = {}
+        runs: dict[int, tuple[Buffer, ...]] = {}  # new state id → its run's parts
         if pending is not None and pending[0].key_group == key_group:
             data = keyed_blocks.raw_block(pending[1], header.compressed)
             _copy_runs(rewrite, names, data, key_group, prefix, runs)
@@ -181,9 +185,9 @@ def _copied_blocks(
         for name, change in rewrite.changes.items():
             rows = change.rows.get(key_group) if change.rows is not None else None
             if rows and name in rewrite.new_ids:
-                runs[rewrite.new_ids[name]] = _run_bytes(rewrite.new_ids[name], rows)
+                runs[rewrite.new_ids[name]] = (_run_bytes(rewrite.new_ids[name], rows),)
         if runs:
-            yield key_group, keyed_blocks.join_runs([runs[i] for i in sorted(runs)])
+            yield key_group, [part for i in sorted(runs) for part in runs[i]] + [_END]
     if pending is not None:
         raise StatectlError(
             f"key group {pending[0].key_group} lies outside the file's range {first}–{last}"
@@ -202,9 +206,9 @@ def _copy_runs(
     data: memoryview,
     key_group: int,
     prefix: int,
-    runs: dict[int, bytes],
+    runs: dict[int, tuple[Buffer, ...]],
 ) -> None:
-    """The carried runs of one block, by new state id."""
+    """The carried runs of one block, by new state id: each its id and its entries."""
     for state_id, start, end in entry_scan.run_spans(data, key_group, prefix, len(names)):
         name = names[state_id]
         change = rewrite.changes.get(name, StateChange())
@@ -212,16 +216,17 @@ def _copy_runs(
             continue
         new_id = rewrite.new_ids[name]
         if change.value is None:
-            runs[new_id] = keyed_blocks.copied_run(new_id, data[start:end])
+            runs[new_id] = (_STATE_ID.pack(new_id), data[start:end])
             continue
         entries = keyed_blocks.iter_entries(
             keyed_blocks.copied_run(0, data[start:end]) + _END, False
         )
         value = change.value
-        runs[new_id] = keyed_blocks.run_bytes(new_id, [(e.key, value(e.value)) for e in entries])
+        runs[new_id] = (keyed_blocks.run_bytes(new_id, [(e.key, value(e.value)) for e in entries]),)
 
 
 _END = keyed_blocks.END_OF_KEY_GROUP_MARK.to_bytes(2, "big")
+_STATE_ID = struct.Struct(">H")
 
 
 def _key_group_runs(
