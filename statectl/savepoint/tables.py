@@ -266,11 +266,11 @@ def entry_batches(
             raw = keyed_blocks.raw_block(block, header.compressed)
         except StatectlError as exc:
             raise exc.with_source(f"{file.description} (key group {span.key_group})") from None
-        pending.append((span.key_group, raw))
-        size += len(raw)
-        if size >= max_bytes:
+        if pending and size + len(raw) > max_bytes:  # under the limit, but for a block alone
             yield _locate(file, pending, prefix, len(header.states))
             pending, size = [], 0
+        pending.append((span.key_group, raw))
+        size += len(raw)
     if pending:
         yield _locate(file, pending, prefix, len(header.states))
 
