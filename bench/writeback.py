@@ -1,6 +1,6 @@
 """Write-back throughput (issue 33): entries per second per core and the process tree's peak
-RSS of `transform`, the Spark writer, `migrate --ttl` and `upgrade`, beside `rescale`'s re-hash
-and `cp -r` of the same savepoint, at 1× and 4× the state.
+RSS of `transform`, the Spark writer, `migrate --ttl`, `upgrade` and `migrate --classpath`,
+beside `rescale`'s re-hash and `cp -r` of the same savepoint, at 1× and 4× the state.
 
 Usage: python -m bench.writeback [--entries 10000000] [--scales 1,4] [--formats canonical,native]
        [--only CASE,…] [--timeout SECONDS] [--master local[*]]
@@ -16,6 +16,9 @@ Savepoints, built once into `.cache/bench/` (N = `--entries` × scale):
   files rewritten with N entries of the VALUE state `kryo-arraylist` (ArrayList<String>, which
   1.x wrote with Kryo 2 and Flink 2.x misreads): every value is one of the bytes Flink 1.20.3
   wrote for it in the fixture, under N synthetic String keys, each in its key group.
+- 2.x Row: the Flink 2.3.0 fixture `values/2.3.0-hashmap-canonical`, its `values` operator's
+  files rewritten with N entries of the VALUE state `row-named` (`ROW{f0 STRING, f1 INT, f2
+  BOOLEAN}`) and no other state in their header, cloned as the 1.x Kryo values are.
 
 Cases (`--only` takes their names), the CLI as a subprocess (the Spark writer: a PySpark script),
 on `cnt` and on `lst` of the canonical and native savepoints: `sql-identity` (`transform --sql
@@ -26,7 +29,10 @@ start, no Spark), `spark-writer` (`spark.read.format("flink-state")` then
 `df.write.format("flink-state")`, unchanged), `ttl` (`migrate --ttl OP/STATE=7d`); on the whole
 savepoint: `rescale` (`--max-parallelism 256 -p 4`, the default head start) and `rescale-spark`
 (the same with `--no-head-start`) and `cp` (`cp -r`); on the 1.x Kryo savepoint: `upgrade`
-(`-o DST --drop-unconvertible`).
+(`-o DST --drop-unconvertible`); on the 2.x Row savepoint: `migrate-classpath` (`migrate
+--classpath` of an empty folder, a Row's type being declared in code: `--type
+values/row-named=ROW{f0 STRING, f1 BIGINT, f2 BOOLEAN}`, its INT field widened; `--drop
+opstate`, whose POJO states need the job's classes): every value tried, then written.
 
 Every command starts with its source in the page cache and no dirty pages; its output is removed
 after it. Measured: wall seconds; CPU seconds of the process tree (sampled from /proc every
@@ -65,6 +71,9 @@ OUT = CACHE / "writeback-out"
 OPERATOR = synthetic.OPERATOR  # keyed-str, in both the canonical and the native savepoint
 KRYO_FIXTURE = REPO / "tests" / "fixtures" / "values" / "1.20.3-hashmap-canonical" / "savepoint"
 KRYO_OPERATOR, KRYO_STATE = "values", "kryo-arraylist"
+ROW_FIXTURE = REPO / "tests" / "fixtures" / "values" / "2.3.0-hashmap-canonical" / "savepoint"
+ROW_STATE = "row-named"
+ROW_WIDENED = f"{KRYO_OPERATOR}/{ROW_STATE}=ROW{{f0 STRING, f1 BIGINT, f2 BOOLEAN}}"
 REHASH_TO, REHASH_PARALLELISM = 256, 4
 TARGETS = {
     "head_start_entries_per_second_per_core": 1_000_000,
@@ -115,8 +124,19 @@ def native(keys: int, scale: int) -> Source:
 
 
 def kryo_1x(keys: int, scale: int) -> Source:
-    path, size = _cached(f"kryo-1.20.3-{keys}", lambda target: _build_kryo(target, keys))
+    def build(target: Path) -> None:
+        _build_cloned(target, keys, KRYO_FIXTURE, KRYO_STATE)
+
+    path, size = _cached(f"kryo-1.20.3-{keys}", build)
     return Source("1.x-kryo", scale, path, KRYO_OPERATOR, keys, keys, size)
+
+
+def row_2x(keys: int, scale: int) -> Source:
+    def build(target: Path) -> None:
+        _build_cloned(target, keys, ROW_FIXTURE, ROW_STATE, alone=True)
+
+    path, size = _cached(f"row-2.3.0-{keys}", build)
+    return Source("2.x-row", scale, path, KRYO_OPERATOR, keys, keys, size)
 
 
 def _cached(name: str, build: Callable[[Path], None]) -> tuple[Path, int]:
@@ -137,24 +157,31 @@ def _cached(name: str, build: Callable[[Path], None]) -> tuple[Path, int]:
     return target, size
 
 
-def _build_kryo(target: Path, keys: int) -> None:
+def _build_cloned(
+    target: Path, keys: int, fixture: Path, state: str, *, alone: bool = False
+) -> None:
+    """`fixture`'s `values` operator rewritten with `keys` entries of `state`, each value one
+    the fixture holds, under synthetic String keys; `alone`: the header declares no other
+    state."""
     from statectl.formats import java_types, keyed_blocks, state_headers
     from statectl.savepoint import entries
     from statectl.savepoint.reader import open_savepoint
 
-    sp = open_savepoint(str(KRYO_FIXTURE))
+    sp = open_savepoint(str(fixture))
     op = sp.find_operator(KRYO_OPERATOR)
-    header = synthetic.fixture_header(KRYO_FIXTURE, KRYO_OPERATOR)
+    header = synthetic.fixture_header(fixture, KRYO_OPERATOR)
+    if alone:
+        header = _header_of(header, state)
     names = [s.name for s in state_headers.parse_keyed_header(header).states]
-    state_id = names.index(KRYO_STATE)
+    state_id = names.index(state)
     values = [
         e.value
         for f in entries.keyed_files(sp, op)
         if isinstance(f, entries.KeyedFile)
         for e in f.entries()
-        if e.state.name == KRYO_STATE
+        if e.state.name == state
     ]
-    assert values, f"{KRYO_FIXTURE}: no {KRYO_STATE} values"
+    assert values, f"{fixture}: no {state} values"
     prefix_bytes = java_types.key_group_prefix_bytes(op.max_parallelism)
 
     def block(key_group: int, indexes: Any) -> bytes:
@@ -167,9 +194,20 @@ def _build_kryo(target: Path, keys: int) -> None:
 
     by_group = synthetic.keys_by_key_group(keys, op.max_parallelism, "String")
     synthetic.write_keyed_operator(
-        KRYO_FIXTURE, KRYO_OPERATOR, target, header, block, by_group, op.parallelism,
+        fixture, KRYO_OPERATOR, target, header, block, by_group, op.parallelism,
         seed=target.name,
     )  # fmt: skip
+
+
+def _header_of(header: bytes, state: str) -> bytes:
+    """A keyed file's header declaring `state` alone."""
+    import dataclasses
+
+    from statectl.formats import state_headers
+
+    parsed = state_headers.parse_keyed_header(header)
+    alone = tuple(s for s in parsed.states if s.name == state)
+    return state_headers.write_keyed_header(dataclasses.replace(parsed, states=alone))
 
 
 # --- the cases ---------------------------------------------------------------------------------
@@ -188,12 +226,13 @@ class Case:
     def label(self) -> str:
         """The name in the table: at most 13 characters."""
         short = _SHORT_NAMES.get(self.name, self.name)
-        return f"{short} {self.state}" if self.state and self.name != "upgrade" else short
+        whole = self.name in ("upgrade", "migrate-classpath")  # of their one state
+        return f"{short} {self.state}" if self.state and not whole else short
 
 
 _SHORT_NAMES = {"sql-identity": "sql-id", "sql-plus-one": "sql-+1", "sql-delete": "sql-del½",
                 "py-identity": "py-id", "py-plus-one": "py-+1", "py-delete": "py-del½",
-                "spark-writer": "spark-wr"}  # fmt: skip
+                "spark-writer": "spark-wr", "migrate-classpath": "mig-classpath"}  # fmt: skip
 
 
 def _half(keys: int) -> int:
@@ -245,6 +284,13 @@ def _upgrade(source: Source, out: str, master: str) -> list[str]:
     return [STATECTL, "upgrade", str(source.path), "-o", out, "--drop-unconvertible", "--json"]
 
 
+def _migrate_classpath(source: Source, out: str, master: str) -> list[str]:
+    empty = CACHE / "classpath-empty"  # a Row's type is declared in code: no class to read
+    empty.mkdir(parents=True, exist_ok=True)
+    cmd = [STATECTL, "migrate", str(source.path), "-o", out, "--classpath", str(empty)]
+    return [*cmd, "--type", ROW_WIDENED, "--drop", "opstate", "--master", master, "--json"]
+
+
 def state_cases(state: str, list_state: bool) -> list[Case]:
     functions = "bench.writeback_functions:"
     plus_one = SQL["sql-plus-one-list" if list_state else "sql-plus-one"]
@@ -274,7 +320,8 @@ CASES = [
     Case("cp", None, _cp),
 ]
 UPGRADE = Case("upgrade", KRYO_STATE, _upgrade)
-CASE_NAMES = sorted({c.name for c in [*CASES, UPGRADE]})
+MIGRATE_CLASSPATH = Case("migrate-classpath", ROW_STATE, _migrate_classpath)
+CASE_NAMES = sorted({c.name for c in [*CASES, UPGRADE, MIGRATE_CLASSPATH]})
 
 SPARK_WRITE = """
 import os, sys
@@ -399,6 +446,11 @@ def _checked(case: Case, source: Source, stdout: str) -> dict[str, Any]:
         found["rows_written"] = edit["rows"]
         if edit["rows"] != case.kept(source.keys):
             found["error"] = f"wrote {edit['rows']} rows, expected {case.kept(source.keys)}"
+    elif case.name == "migrate-classpath":
+        edits = {e["state"]: e for e in json.loads(stdout)["states"]}
+        if edits.get(ROW_STATE, {}).get("action") != "schema":
+            found["error"] = f"{ROW_STATE} was not rewritten ({sorted(edits)})"
+        found["tasks"] = json.loads(stdout).get("tasks")
     elif case.name == "upgrade":
         converted = {s["state"]: s["verdict"] for s in json.loads(stdout)["converted"]}
         if converted.get(KRYO_STATE) != "wrong":
@@ -423,7 +475,7 @@ def mark_targets(results: list[dict[str, Any]]) -> None:
         if r["error"]:
             r["targets"] = targets
             continue
-        case = next(c for c in [*CASES, UPGRADE] if c.name == r["case"])
+        case = next(c for c in [*CASES, UPGRADE, MIGRATE_CLASSPATH] if c.name == r["case"])
         rate = r["entries_per_second_per_core"]
         if r["format"] == "canonical" and case.target == "head_start":
             goal = TARGETS["head_start_entries_per_second_per_core"]
@@ -459,8 +511,8 @@ def _table(report: dict[str, Any]) -> str:
         groups.setdefault((r["format"], r["scale"]), []).append(r)
     for (form, scale), results in groups.items():
         first = results[0]
-        if form == "1.x-kryo":
-            what = f"{first['entries']:,} entries of {KRYO_STATE}"
+        if form in ("1.x-kryo", "2.x-row"):
+            what = f"{first['entries']:,} entries of {first['state']}"
         else:
             what = f"{first['keys']:,} entries per state, {first['keyed_entries']:,} in all"
         size = first["savepoint_bytes"] / run.MIB
@@ -547,7 +599,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--entries", type=int, default=10_000_000, help="entries per state at 1x")
     parser.add_argument("--scales", default="1,4", help="sizes as multiples of --entries")
-    parser.add_argument("--formats", default="canonical,native,1.x-kryo")
+    parser.add_argument("--formats", default="canonical,native,1.x-kryo,2.x-row")
     parser.add_argument("--only", default="", help=f"cases, comma-separated: {CASE_NAMES}")
     parser.add_argument("--timeout", type=float, default=0, help="per command, seconds (0: none)")
     parser.add_argument("--master", default="local[*]")
@@ -561,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
     only = set(args.only.split(",")) - {""}
     if unknown := only - set(CASE_NAMES):
         parser.error(f"unknown cases {sorted(unknown)}; known: {CASE_NAMES}")
-    builders = {"canonical": canonical, "native": native, "1.x-kryo": kryo_1x}
+    builders = {"canonical": canonical, "native": native, "1.x-kryo": kryo_1x, "2.x-row": row_2x}
     if unknown := set(formats) - set(builders):
         parser.error(f"unknown formats {sorted(unknown)}; known: {sorted(builders)}")
     CACHE.mkdir(parents=True, exist_ok=True)
@@ -569,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     for scale in scales:
         for form in formats:
             source = builders[form](args.entries * scale, scale)
-            cases = [UPGRADE] if form == "1.x-kryo" else CASES
+            cases = {"1.x-kryo": [UPGRADE], "2.x-row": [MIGRATE_CLASSPATH]}.get(form, CASES)
             for case in (c for c in cases if not only or c.name in only):
                 result = bench_case(case, source, args.master, args.timeout or None)
                 print(json.dumps(result), file=sys.stderr)

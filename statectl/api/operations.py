@@ -12,6 +12,7 @@ plan) then `write_rescale`, `plan_migration` then `write_migration`. `rescale`, 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.api.savepoint import Savepoint, open
@@ -219,10 +220,11 @@ def prepare_engine(
     storage_options: dict[str, Any] | None = None,
     head_start: bool = True,
 ) -> Engine | None:
-    """The engine for `write_rescale(plan, destination, engine=…)`, made before `source` is
-    read: a Spark cluster's starts in the background now, so that its start overlaps reading
-    and planning; an embedded one (local master) with `head_start` starts when the work calls
-    for it. None when a location cannot be opened (reading it then says why)."""
+    """The engine for `write_rescale(plan, destination, engine=…)` (and for `plan_migration`
+    and `write_migration` of a schema migration), made before `source` is read: a Spark
+    cluster's starts in the background now, so that its start overlaps reading and planning;
+    an embedded one (local master) with `head_start` starts when the work calls for it. None
+    when a location cannot be opened (reading it then says why)."""
     from statectl.operations.rescale import job
 
     conf = spark_conf or {}
@@ -321,6 +323,8 @@ def plan_migration(
     narrow: bool = False,
     on_error: str = "fail",
     storage_options: dict[str, Any] | None = None,
+    engine: Engine | None = None,
+    progress: ProgressCallback | None = None,
 ) -> MigrationPlan:
     """What `migrate` would do to each operator: `renames` (OLD uid or id → NEW uid) and
     `drops` (uid or id) resolved; unknown, twice-named or colliding operators raise. State
@@ -334,7 +338,9 @@ def plan_migration(
     `rename_fields` ({"OPERATOR/STATE": {old field: new}}) for renamed POJO fields; numbers
     widen, and narrow only with `narrow` (each value checked to fit). A value that cannot be
     converted raises a StatectlError naming the state, the key and the field, unless
-    `on_error="null"` makes it null where the new field is nullable (the report counts them)."""
+    `on_error="null"` makes it null where the new field is nullable (the report counts them).
+    Every value is converted once before that by `engine`'s tasks (from `prepare_engine`; in this
+    process if none), which `write_migration` is then given."""
     from statectl.operations.migrate import plan_migration as plan_operators
     from statectl.operations.state_edits import DROP, RENAME, TTL_OFF, TTL_ON, StateEdit
 
@@ -348,40 +354,52 @@ def plan_migration(
     # The files are copied, not parsed, unless states are edited.
     sp.ensure_consistent(copies_only=not edits and not classpath)
     if classpath:
-        edits += _schema_edits(sp, edits, drops, classpath, types, rename_fields, narrow, on_error)
+        schema = _SchemaOptions(classpath, types, rename_fields, narrow, on_error)
+        edits += _schema_edits(sp, edits, drops, schema, engine, progress)
     elif types or rename_fields:
         raise StatectlError("types and field renames need the new job's classpath")
     return plan_operators(sp.parsed, renames, drops, edits)
+
+
+@dataclass(frozen=True)
+class _SchemaOptions:
+    """`plan_migration`'s options of a schema migration (`migrate --classpath`)."""
+
+    classpath: Sequence[str]
+    types: Mapping[str, str] | None
+    rename_fields: Mapping[str, Mapping[str, str]] | None
+    narrow: bool
+    on_error: str
 
 
 def _schema_edits(
     sp: Savepoint,
     edits: Sequence[Any],
     drops: Sequence[str],
-    classpath: Sequence[str],
-    types: Mapping[str, str] | None,
-    rename_fields: Mapping[str, Mapping[str, str]] | None,
-    narrow: bool,
-    on_error: str,
+    options: _SchemaOptions,
+    engine: Engine | None,
+    progress: ProgressCallback | None,
 ) -> list[Any]:
-    """The edits rewriting every state the new job's types change; the states other edits
-    drop, rename or re-wrap, and those of dropped operators, are left to them."""
+    """The edits rewriting every state the new job's types change, its values tried by
+    `engine`'s tasks; the states other edits drop, rename or re-wrap, and those of dropped
+    operators, are left to them."""
     from statectl.operations.schema_migration import plan_schema_migration
     from statectl.operations.upgrade import each_state
     from statectl.savepoint.classpath import ClassPath
 
-    if on_error not in ("fail", "null"):
-        raise StatectlError(f"on_error={on_error!r}: expected 'fail' or 'null'")
+    if options.on_error not in ("fail", "null"):
+        raise StatectlError(f"on_error={options.on_error!r}: expected 'fail' or 'null'")
     parsed = sp.parsed
     untouched = [(parsed.find_operator(e.operator).operator_id_hex, e.state) for e in edits]
     for name in drops:
         op = parsed.find_operator(name)
         untouched += [(op.operator_id_hex, meta.name) for _, meta, _ in each_state(parsed, op)]
-    with ClassPath(classpath) as classes:
+    with ClassPath(options.classpath) as classes:
         return list(
             plan_schema_migration(
-                parsed, classes, types, rename_fields, narrow=narrow,
-                nulls_on_error=on_error == "null", untouched=untouched,
+                parsed, classes, options.types, options.rename_fields, narrow=options.narrow,
+                nulls_on_error=options.on_error == "null", untouched=untouched, engine=engine,
+                progress=progress,
             )
         )  # fmt: skip
 
@@ -396,17 +414,19 @@ def write_migration(
     master: str = LOCAL_MASTER,
     spark_conf: Mapping[str, str] | None = None,
     head_start: bool = True,
+    engine: Engine | None = None,
 ) -> MigrationReport:
     """Write `plan` (from `plan_migration`) to `destination`, every state file copied as bytes
     and referenced relatively; nothing is published unless every copy succeeded. Files and
     rewritten subtasks (TTL on or off) are tasks, run as rescale runs them: an embedded Spark
     of `master` (a cluster's with `spark://…`) whose first tasks, with `head_start`, run in
-    this process while it starts, and which starts only for long work."""
+    this process while it starts, and which starts only for long work. `engine`: the one
+    `plan_migration` was given (from `prepare_engine`), instead of one of these options."""
     from statectl.operations.migrate import migrate as run_migration
 
     storage_options = _options(plan.source, destination, storage_options)
-    engine = None  # copies only (renames, drops): bytes, in this process
-    if plan.states is not None and plan.states.rewrites:  # values rewritten: as rescale runs
+    rewrites = plan.states is not None and plan.states.rewrites
+    if engine is None and rewrites:  # values rewritten: as rescale runs
         engine = _write_engine(
             plan.source, destination, storage_options, master, spark_conf, head_start
         )
@@ -456,15 +476,22 @@ def migrate(
     """Operators renamed (uid OLD → NEW) or dropped, every state file carried over as bytes
     (`statectl migrate`): `plan_migration`, then `write_migration`. With `classpath` (the new
     job's jars), every state whose type it changed is rewritten into its layout (`types`,
-    `rename_fields`, `narrow`, `on_error` as `plan_migration` takes them)."""
+    `rename_fields`, `narrow`, `on_error` as `plan_migration` takes them), its values tried
+    and written by the same engine's tasks."""
+    engine = None
+    if classpath:
+        source = _opened(source, storage_options)
+        options = _options(source, destination, storage_options)
+        engine = _write_engine(source.parsed, destination, options, master, spark_conf, head_start)
     migration = plan_migration(
         source, renames, drops, classpath=classpath, types=types, rename_fields=rename_fields,
-        narrow=narrow, on_error=on_error, storage_options=storage_options,
+        narrow=narrow, on_error=on_error, storage_options=storage_options, engine=engine,
+        progress=progress,
     )  # fmt: skip
     return write_migration(
         migration, destination, overwrite=overwrite, progress=progress,
         storage_options=storage_options, master=master, spark_conf=spark_conf,
-        head_start=head_start,
+        head_start=head_start, engine=engine,
     )  # fmt: skip
 
 

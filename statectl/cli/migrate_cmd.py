@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,9 @@ from statectl.cli.options import (
     SourceArgument,
     option_groups,
 )
+
+if TYPE_CHECKING:
+    from statectl.api.reports import Engine
 
 
 def _repeatable(flag: str, metavar: str, help: str) -> Any:
@@ -206,23 +209,29 @@ def migrate_command(
             param_hint="'--rename-uid' / '--drop' / '--drop-state' / '--rename-state' / '--ttl'",
         )
     options = rewrite.read.storage_options
+    # A schema migration's values are tried, then written, by the same engine's tasks.
+    engine = _engine(source, destination, rewrite) if classpath else None
     savepoint = rewrite.read.open(source)
-    plan = statectl.plan_migration(  # of a consistent savepoint
-        savepoint,
-        renames,
-        drop or (),
-        drop_states=drops,
-        rename_states=state_renames,
-        ttl=ttls,
-        no_ttl=no_ttls,
-        classpath=classpath or (),
-        types=given_types,
-        rename_fields=field_renames,
-        narrow=narrow,
-        on_error=on_error,
-    )
     console.warn_stale_staging(stale_staging(destination, options))
     render = output.renderer(rewrite.json_output)
+    # The trial of a schema migration's values: a bar on a terminal, no "written" line.
+    with render.progress("migrate", writes=False) as trying:
+        plan = statectl.plan_migration(  # of a consistent savepoint
+            savepoint,
+            renames,
+            drop or (),
+            drop_states=drops,
+            rename_states=state_renames,
+            ttl=ttls,
+            no_ttl=no_ttls,
+            classpath=classpath or (),
+            types=given_types,
+            rename_fields=field_renames,
+            narrow=narrow,
+            on_error=on_error,
+            engine=engine,
+            progress=trying.update,
+        )
     with render.progress("migrate") as progress:
         report = statectl.write_migration(
             plan,
@@ -233,8 +242,22 @@ def migrate_command(
             master=rewrite.spark.master,
             spark_conf=rewrite.spark.spark_conf,
             head_start=rewrite.spark.head_start,
+            engine=engine,
         )
     render.migrate(report)
+
+
+def _engine(source: str, destination: str, rewrite: RewriteOptions) -> Engine | None:
+    from statectl.api import prepare_engine
+
+    return prepare_engine(
+        source,
+        destination,
+        master=rewrite.spark.master,
+        spark_conf=rewrite.spark.spark_conf,
+        storage_options=rewrite.read.storage_options,
+        head_start=rewrite.spark.head_start,
+    )
 
 
 def _parse_renames(pairs: list[str] | None) -> list[tuple[str, str]]:

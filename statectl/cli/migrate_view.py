@@ -34,7 +34,7 @@ def migration_to_json(report: MigrationReport) -> dict[str, Any]:
         **pick_fields(report, "files", "bytes"),
         "operators": [_migrated_operator_json(op) for op in report.operators],
         "states": [
-            pick_fields(edit, "operator", "state", "action", "new_name", "rows")
+            pick_fields(edit, "operator", "state", "action", "new_name", "rows", "nulls")
             for edit in report.states
         ],
         "tasks": tasks_json(report.tasks_run),

@@ -96,6 +96,7 @@ class StateEdit:
     # SCHEMA: the state's new meta info and each stored value converted to it
     schema_meta: Callable[[StateMetaInfo], StateMetaInfo] | None = None
     schema_value: Callable[[bytes], bytes] | None = None
+    nulls: int | None = None  # SCHEMA: values written as null (`--on-error null`)
 
     @property
     def option(self) -> str:
@@ -124,6 +125,7 @@ class StateEditReport:
     new_name: str | None = None
     rows: int | None = None
     warnings: tuple[str, ...] = ()
+    nulls: int | None = None  # a schema migration's values written as null (`--on-error null`)
 
 
 @dataclass(frozen=True)
@@ -173,7 +175,9 @@ def plan_state_edits(source: Savepoint, edits: Sequence[StateEdit]) -> StateEdit
             raise StatectlError(f"{edit.option}: {exc.message}", label) from None
         rows = edit.rows_count if edit.action == REPLACE else None
         reports.append(
-            StateEditReport(label, edit.state, edit.action, edit.new_name, rows, edit.warnings)
+            StateEditReport(
+                label, edit.state, edit.action, edit.new_name, rows, edit.warnings, edit.nulls
+            )
         )
     rewrites = {
         op_id: tuple(

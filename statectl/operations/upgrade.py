@@ -25,7 +25,7 @@ Only state headers are read, and the values of the Kryo states whose type does n
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,7 +52,13 @@ from statectl.formats.values.kryo import KRYO_SNAPSHOT
 from statectl.operations import verify
 from statectl.operations.migrate import MigrationPlan, MigrationReport, migrate, plan_migration
 from statectl.operations.state_edits import StateEditPlan, StateEditReport
-from statectl.progress import ProgressCallback, begun
+from statectl.operations.value_tasks import (
+    FileValues,
+    run_per_file,
+    source_values,
+    value_sources,
+)
+from statectl.progress import ProgressCallback
 from statectl.savepoint import entries, native
 from statectl.savepoint.keyed_rewrite import StateChange, plan_subtask
 from statectl.savepoint.model import Savepoint
@@ -251,29 +257,8 @@ def _stored_values(
     sp: Savepoint, op: OperatorState, meta: StateMetaInfo, scope: str
 ) -> Iterator[bytes]:
     """The state's stored values (keyed entries' values, operator list elements or maps)."""
-    for source in _value_sources(sp, op, scope):
-        yield from (value for _, value in _source_values(source, {meta.name}))
-
-
-ValueSource = entries.KeyedSource | entries.OperatorFile
-
-
-def _value_sources(sp: Savepoint, op: OperatorState, scope: str) -> list[ValueSource]:
-    if scope == "keyed":
-        return list(entries.keyed_files(sp, op))
-    return list(entries.operator_files(sp, op))
-
-
-def _source_values(source: ValueSource, states: Collection[str]) -> Iterator[tuple[str, bytes]]:
-    """(state, stored value) of `states` in one subtask's file: of keyed state, the runs of
-    the other states skipped unread."""
-    if isinstance(source, entries.OperatorFile):
-        for element in source.elements():
-            if element.state in states:
-                yield element.state, element.value
-    else:
-        for entry in source.entries(states=states):
-            yield entry.state.name, entry.value
+    for source in value_sources(sp, op, scope):
+        yield from (value for _, value in source_values(source, {meta.name}))
 
 
 # --- rewriting: `statectl upgrade -o` ------------------------------------------------------------
@@ -499,17 +484,10 @@ def _converter(codecs: _Codecs) -> Callable[[bytes], bytes]:
 
 
 @dataclass(frozen=True)
-class _ValuesTask:
-    """One subtask file's values of some flagged states (by name): with a 2.x codec, each is
-    converted; without, decoded for the element classes of its collection fields."""
-
-    source: ValueSource
-    codecs: dict[str, tuple[StateCodec, StateCodec | None]]
-
-
-@dataclass(frozen=True)
 class _ValueReader:
-    """Reads the values of flagged states with `engine`'s tasks, a task per subtask file."""
+    """Reads the values of flagged states with `engine`'s tasks, a task per subtask file: with
+    a state's 2.x codec, each value is converted; without, decoded for the element classes of
+    its collection fields."""
 
     sp: Savepoint
     engine: Engine
@@ -520,22 +498,9 @@ class _ValueReader:
     ) -> dict[StateVerdict, ElementClasses | str]:
         """Per state, the element classes its values hold (or nothing, when converted), or
         why one of its values cannot be read or converted."""
-        groups: dict[tuple[str, str], list[StateVerdict]] = {}
-        for verdict in codecs:
-            groups.setdefault((verdict.operator_id, verdict.scope), []).append(verdict)
-        tasks, owners = [], []
-        for (operator_id, scope), verdicts in groups.items():
-            states = {v.state: (codecs[v].old, codecs[v].new) for v in verdicts}
-            for source in _value_sources(self.sp, self.sp.find_operator(operator_id), scope):
-                tasks.append(_ValuesTask(source, states))
-                owners.append({v.state: v for v in verdicts})
-        if self.progress is not None and tasks:
-            self.progress(begun(phase))
-        # Values decoded one by one hold the GIL: a head start leaves them to Spark, but small.
-        results = self.engine.run(
-            tasks, _task_values, _task_work, self.progress, spark_only=lambda _: True
-        )
-        return _merged(codecs, zip(owners, results, strict=True))
+        states = {v: (c.old, c.new) for v, c in codecs.items()}
+        results = run_per_file(self.sp, self.engine, states, _task_values, self.progress, phase)
+        return _merged(codecs, results)
 
 
 def _merged(
@@ -555,15 +520,17 @@ def _merged(
     return found
 
 
-def _task_values(task: _ValuesTask) -> dict[str, ElementClasses | str]:
+def _task_values(
+    task: FileValues[tuple[StateCodec, StateCodec | None]],
+) -> dict[str, ElementClasses | str]:
     """A task of `_ValueReader.read`: per state, the element classes seen, or why a value
     failed."""
-    found: dict[str, ElementClasses | str] = {name: {} for name in task.codecs}
-    for name, data in _source_values(task.source, task.codecs):
+    found: dict[str, ElementClasses | str] = {name: {} for name in task.states}
+    for name, data in source_values(task.source, task.states):
         seen = found[name]
         if isinstance(seen, str):
             continue
-        old, new = task.codecs[name]
+        old, new = task.states[name]
         try:
             if new is None:
                 collect_element_classes(element_codec(old), _decoded(old, data), seen)
@@ -572,13 +539,6 @@ def _task_values(task: _ValuesTask) -> dict[str, ElementClasses | str]:
         except (StatectlError, Undecodable) as exc:
             found[name] = exc.message
     return found
-
-
-def _task_work(task: _ValuesTask) -> tuple[int, int]:
-    source = task.source
-    if isinstance(source, entries.OperatorFile):
-        return 1, source.stream.size
-    return 1, entries.source_bytes(source)
 
 
 def _meta(

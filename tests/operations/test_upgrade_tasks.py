@@ -36,7 +36,7 @@ class RecordingEngine(LocalEngine):
 
 
 def files_and_states(tasks: Sequence[Any]) -> list[tuple[str, int, list[str]]]:
-    return sorted((t.source.operator, t.source.subtask, sorted(t.codecs)) for t in tasks)
+    return sorted((t.source.operator, t.source.subtask, sorted(t.states)) for t in tasks)
 
 
 def test_a_task_per_subtask_file_reads_all_its_flagged_states() -> None:
