@@ -251,11 +251,16 @@ def print_tasks_run(tasks_run: tuple[tuple[str, int], ...]) -> None:
     """Where a writing command's tasks ran, when it ran any."""
     ran = dict(tasks_run)
     if ran:
-        print_line(f"Tasks: {ran.get('driver', 0)} in this process, {ran.get('spark', 0)} on Spark")
+        workers = ran.get("processes", 0)  # named only where some ran, as few commands have any
+        in_workers = f", {workers} in worker processes" if workers else ""
+        print_line(
+            f"Tasks: {ran.get('driver', 0)} in this process{in_workers}, "
+            f"{ran.get('spark', 0)} on Spark"
+        )
 
 
 def tasks_json(tasks_run: tuple[tuple[str, int], ...]) -> dict[str, int]:
-    return {"driver": 0, "spark": 0, **dict(tasks_run)}
+    return {"driver": 0, "processes": 0, "spark": 0, **dict(tasks_run)}
 
 
 def _parallelism_change(op: RescaledOperator) -> str:

@@ -40,7 +40,7 @@ class Job(Generic[T, R]):
     fn: Callable[[T], R]
     work: Work[T] | None
     progress: ProgressCallback | None
-    spark_only: Callable[[T], bool] | None
+    gil_bound: Callable[[T], bool] | None
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Shuffle(Generic[T, SortKey, V, R]):
     partitions: int
     write: Callable[[int, Iterator[tuple[SortKey, V]]], R]
     work: Work[T] | None
-    spark_only: Callable[[T], bool] | None
+    gil_bound: Callable[[T], bool] | None
 
 
 class Engine(ABC):
@@ -72,7 +72,8 @@ class Engine(ABC):
 
     name: str
     tasks_run: Counter[str]
-    """Tasks run so far, by where they ran ("driver", "spark")."""
+    """Tasks run so far, by where they ran ("driver", "processes": statectl's workers,
+    "spark")."""
 
     @abstractmethod
     def start(self) -> None:
@@ -88,14 +89,15 @@ class Engine(ABC):
         fn: Callable[[T], R],
         work: Work[T] | None = None,
         progress: ProgressCallback | None = None,
-        spark_only: Callable[[T], bool] | None = None,
+        gil_bound: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """`fn` over every task, results in task order; `progress` counts the `work` of the
-        tasks done (Spark balances its tasks by the bytes). `spark_only`: tasks a head start
-        must leave to Spark (`head_start`); other engines run every task alike."""
+        tasks done (Spark balances its tasks by the bytes). `gil_bound`: tasks that hold the
+        GIL, which a head start gives to worker processes rather than threads (`head_start`);
+        other engines run every task alike."""
         if not tasks:
             return []
-        return self._run(Job(tasks, fn, work, progress, spark_only))
+        return self._run(Job(tasks, fn, work, progress, gil_bound))
 
     @abstractmethod
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
@@ -119,13 +121,13 @@ class Engine(ABC):
         partitions: int,
         write: Callable[[int, Iterator[tuple[SortKey, V]]], R],
         work: Work[T] | None = None,
-        spark_only: Callable[[T], bool] | None = None,
+        gil_bound: Callable[[T], bool] | None = None,
     ) -> list[R]:
         """The shuffle: every source's (key, value) records, each key a tuple whose first item
         is its partition, sorted by key within the partition and streamed to `write(partition,
-        records)`; one result per partition, in partition order. `work` and `spark_only` are
-        as for `run` (a head start's pace and what it leaves to Spark)."""
-        return self._sort_partitions(Shuffle(sources, records, partitions, write, work, spark_only))
+        records)`; one result per partition, in partition order. `work` and `gil_bound` are
+        as for `run` (a head start's pace and what it gives to worker processes)."""
+        return self._sort_partitions(Shuffle(sources, records, partitions, write, work, gil_bound))
 
     @abstractmethod
     def _run(self, job: Job[T, R]) -> list[R]:

@@ -9,23 +9,31 @@ it takes every task not yet begun. A job shorter than Spark's start never pays f
 longer one loses nothing. A shuffle (re-hash) is handed over the same way: the driver spills
 the records of the sources it read to local disk (`spill`), Spark shuffles the other sources,
 and each partition's writer merges the two, so the output is the same bytes either way.
-Work that holds the GIL (`spark_only`) waits for Spark, unless it is small enough to end here
-before Spark would start (`GIL_BOUND_DRIVER_BYTES`).
+
+Work that holds the GIL (`gil_bound`: RocksDB rows and heap-format entries one by one through
+Python, upgrade's trial of values), which threads cannot share, goes to statectl's own worker
+processes (`processes`, one per core), not to Spark, which is not started for it: such work
+needs no Java on one machine. A shuffle with such sources is spilled and written by the
+workers whole. A few such tasks stay in the driver (`GIL_BOUND_DRIVER_BYTES`): they end
+before the workers would have started. A Spark already up (a context of the caller's) takes
+every task, as it always did.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TypeAlias, TypeVar, cast
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
+from statectl.execution import processes
 from statectl.execution.engine import Engine, Grouping, Job, Shuffle, SortKey, Work, total_work
 from statectl.execution.spark import SparkEngine
-from statectl.execution.spill import IndexEntry, Spill
+from statectl.execution.spill import IndexEntry, Spill, SpilledPartition
 from statectl.progress import Progress, ProgressCallback
 
 T = TypeVar("T")
@@ -38,17 +46,21 @@ Shuffled: TypeAlias = Iterator[tuple[SortKey, V]]
 @dataclass
 class HeadStartEngine(Engine):
     """`spark` (local mode), started only when the work calls for it; until it is up, the
-    driver runs tasks itself, `threads` at a time (copies and numpy release the GIL)."""
+    driver runs tasks itself, `threads` at a time (copies and numpy release the GIL), and
+    worker processes take the tasks that hold the GIL."""
 
     spark: SparkEngine
     name: str = "spark"
     threads: int = field(default_factory=lambda: driver_threads(os.cpu_count() or 1))
     driver_tasks: int = 0
+    process_tasks: int = 0
 
-    @property  # read-only here: the sum of two engines' counts
+    @property  # read-only here: the sum of the counts of where tasks ran
     def tasks_run(self) -> Counter[str]:  # type: ignore[override]
-        """Tasks run so far in this process ("driver") and by Spark ("spark")."""
-        return Counter(driver=self.driver_tasks) + self.spark.tasks_run
+        """Tasks run so far in this process ("driver"), in statectl's worker processes
+        ("processes") and by Spark ("spark")."""
+        here = Counter(driver=self.driver_tasks, processes=self.process_tasks)
+        return here + self.spark.tasks_run
 
     def start(self) -> None:
         """Nothing to wait for: Spark starts when the work calls for it."""
@@ -59,38 +71,39 @@ class HeadStartEngine(Engine):
 
     def _run(self, job: Job[T, R]) -> list[R]:
         """`fn` over the tasks, results in task order: in this process until Spark is up, then
-        every task not yet begun as one Spark job; `progress` counts both. Tasks `spark_only`
-        picks (work that holds the GIL, which threads cannot share) wait for Spark, which is
-        then started at once, unless they are few enough to end well before it starts."""
-        tasks, fn, work, progress = job.tasks, job.fn, job.work, job.progress
-        held = _held(tasks, work, job.spark_only)
-        if held:
-            self.spark.start_in_background()  # needed whatever the pace: at full priority
-        eligible = [i for i in range(len(tasks)) if i not in held]
-        finished, done = self._drive(tasks, eligible, fn, work, progress)
-        self.driver_tasks += len(finished)
-        rest = [i for i in range(len(tasks)) if i not in finished]
-        if rest:
-
-            def spark_progress(spark_done: Progress) -> None:
-                if progress is not None:
-                    files, size = done.files + spark_done.files, done.bytes + spark_done.bytes
-                    progress(Progress(files, done.total_files, size, done.total_bytes))
-
-            on_spark = self.spark.run([tasks[i] for i in rest], fn, work, spark_progress)
-            finished.update(zip(rest, on_spark, strict=True))
+        every task not yet begun as one Spark job; the tasks `gil_bound` picks in worker
+        processes meanwhile (unless few, or Spark is up already); `progress` counts them all."""
+        tasks, fn, work = job.tasks, job.fn, job.work
+        pooled = set() if self.spark.started() else _for_workers(tasks, work, job.gil_bound)
+        tally = _Tally(tasks, work, job.progress)
+        in_workers = _submitted(tasks, pooled, fn, tally)
+        try:
+            eligible = [i for i in range(len(tasks)) if i not in pooled]
+            finished = self._drive(tasks, eligible, fn, work, tally)
+            self.driver_tasks += len(finished)
+            rest = [i for i in eligible if i not in finished]
+            if rest:
+                on_spark = self.spark.run([tasks[i] for i in rest], fn, work, tally.spark)
+                finished.update(zip(rest, on_spark, strict=True))
+            finished.update(_gathered(in_workers))
+        except BaseException:
+            _abandon(in_workers.values())
+            raise
+        self.process_tasks += len(in_workers)
         return [finished[i] for i in range(len(tasks))]
 
     def _sort_partitions(self, shuffle: Shuffle[T, SortKey, V, R]) -> list[R]:
         """The shuffle: sources are spilled to local disk here until Spark is up; then Spark
         shuffles the rest, and each of its partition writers merges in the spilled records of
         its partition (a file on this machine: local mode). Without Spark, the partitions are
-        written here. Sources `spark_only` picks send the whole shuffle to Spark, unless they
-        are few enough to end well before it starts."""
+        written here. Sources `gil_bound` picks send the whole shuffle to worker processes,
+        unless they are few; a Spark already up takes it whole."""
         sources, records, work = shuffle.sources, shuffle.records, shuffle.work
         partitions, write = shuffle.partitions, shuffle.write
-        if self.spark.started() or _held(sources, work, shuffle.spark_only):
+        if self.spark.started():
             return self.spark.sort_partitions(sources, records, partitions, write)
+        if _for_workers(sources, work, shuffle.gil_bound):
+            return self._sort_in_workers(shuffle)
         with Spill() as spill:
 
             def spill_source(numbered: tuple[int, T]) -> list[IndexEntry]:
@@ -100,7 +113,8 @@ class HeadStartEngine(Engine):
                 return work(numbered[1]) if work is not None else (1, 1)
 
             numbered = list(enumerate(sources))
-            indexes, _ = self._drive(numbered, range(len(numbered)), spill_source, source_work)
+            tally = _Tally(numbered, source_work, None)
+            indexes = self._drive(numbered, range(len(numbered)), spill_source, source_work, tally)
             spilled = spill.partitions(indexes.values(), partitions)
             rest = sources[len(indexes) :]
             if not rest:
@@ -117,18 +131,38 @@ class HeadStartEngine(Engine):
 
             return self.spark.sort_partitions(rest, records, partitions, write_merged)
 
+    def _sort_in_workers(self, shuffle: Shuffle[T, SortKey, V, R]) -> list[R]:
+        """The shuffle in worker processes: each source spilled to local disk by a worker,
+        then each partition's spilled records written, in key order, by a worker."""
+        records, write = shuffle.records, shuffle.write
+        with Spill() as spill:
+
+            def spill_source(numbered: tuple[int, T]) -> list[IndexEntry]:
+                return spill.write(numbered[0], records(numbered[1]))
+
+            def write_spilled(numbered: tuple[int, SpilledPartition]) -> R:
+                n, partition = numbered
+                return write(n, cast(Shuffled[SortKey, V], partition.records()))
+
+            sources = list(enumerate(shuffle.sources))
+            indexes = _in_workers(spill_source, sources)
+            spilled = spill.partitions(indexes, shuffle.partitions)
+            written = _in_workers(write_spilled, list(enumerate(spilled)))
+        self.process_tasks += shuffle.partitions
+        return written
+
     def _drive(
         self,
         tasks: Sequence[T],
         eligible: Sequence[int],
         fn: Callable[[T], R],
-        work: Work[T] | None = None,
-        progress: ProgressCallback | None = None,
-    ) -> tuple[dict[int, R], Progress]:
+        work: Work[T] | None,
+        tally: _Tally[T],
+    ) -> dict[int, R]:
         """`fn` over the `eligible` tasks in order, here, `threads` at a time, until Spark is up
-        (starting it once the work left would outlast its start): their results by index, and
-        the progress they make (of all `tasks`)."""
-        total_files, total_bytes = _totals(tasks, work)
+        (starting it once the work left would outlast its start): their results by index,
+        their progress added to `tally`. The pace is theirs alone."""
+        total_files, total_bytes = _totals([tasks[i] for i in eligible], work)
         done = Progress(0, total_files, 0, total_bytes)
         finished: dict[int, R] = {}
         queue = iter(eligible)
@@ -148,18 +182,99 @@ class HeadStartEngine(Engine):
                     index = running.pop(future)
                     finished[index] = future.result()  # an error: `with` waits for the rest
                     done = _plus(done, [tasks[index]], work)
-                    if progress is not None:
-                        progress(done)
+                    tally.add(tasks[index])
                 under_way = _plus(done, [tasks[i] for i in running.values()], work)
                 if _seconds_left(done, under_way, time.monotonic() - began) > SPARK_START_SECONDS:
                     self.spark.start_in_background(niceness=SPARK_START_NICENESS)
-        return finished, done
+        return finished
 
     def flat_map(self, tasks: Sequence[T], fn: Callable[[T], list[R]]) -> list[R]:
         return self.spark.flat_map(tasks, fn)
 
     def _group_reduce(self, grouping: Grouping[T, K, V, R]) -> list[R]:
         return self.spark.group_reduce(grouping.tasks, grouping.emit, grouping.reduce)
+
+
+class _Tally(Generic[T]):
+    """The progress of one job's tasks wherever they run (the driver's threads, worker
+    processes, Spark), reported as one: a worker's task ends in another thread, and Spark
+    reports its own job's progress."""
+
+    def __init__(
+        self, tasks: Sequence[T], work: Work[T] | None, progress: ProgressCallback | None
+    ) -> None:
+        total_files, total_bytes = _totals(tasks, work)
+        self._done = Progress(0, total_files, 0, total_bytes)  # here and in workers
+        self._on_spark = Progress(0, 0, 0, 0)
+        self._work, self._progress = work, progress
+        self._lock = threading.Lock()
+
+    def add(self, task: T) -> None:
+        """`task` is done (here or in a worker)."""
+        with self._lock:
+            self._done = _plus(self._done, [task], self._work)
+            self._report()
+
+    def spark(self, on_spark: Progress) -> None:
+        """Spark's job has done `on_spark` of the tasks it took."""
+        with self._lock:
+            self._on_spark = on_spark
+            self._report()
+
+    def _report(self) -> None:
+        if self._progress is not None:
+            done, spark = self._done, self._on_spark
+            files, size = done.files + spark.files, done.bytes + spark.bytes
+            self._progress(Progress(files, done.total_files, size, done.total_bytes))
+
+
+def _submitted(
+    tasks: Sequence[T], picked: set[int], fn: Callable[[T], R], tally: _Tally[T]
+) -> dict[int, Future[Any]]:
+    """The `picked` tasks submitted to the worker processes, by index; each counted in
+    `tally` when it ends well."""
+    if not picked:
+        return {}
+    shipped = processes.shipped(fn)
+    futures = {}
+    for index in sorted(picked):
+        future = processes.submit(shipped, tasks[index])
+        future.add_done_callback(_counting(tally, tasks[index]))
+        futures[index] = future
+    return futures
+
+
+def _counting(tally: _Tally[T], task: T) -> Callable[[Future[Any]], None]:
+    def count(future: Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is None:
+            tally.add(task)
+
+    return count
+
+
+def _in_workers(fn: Callable[[T], R], tasks: Sequence[T]) -> list[R]:
+    """`fn` over every task in the worker processes, results in task order."""
+    shipped = processes.shipped(fn)
+    futures = [processes.submit(shipped, task) for task in tasks]
+    try:
+        return [processes.result(future) for future in futures]
+    except BaseException:
+        _abandon(futures)
+        raise
+
+
+def _gathered(futures: dict[int, Future[Any]]) -> dict[int, Any]:
+    """The results of the workers' tasks, by index (the first error raised)."""
+    return {index: processes.result(future) for index, future in futures.items()}
+
+
+def _abandon(futures: Iterable[Future[Any]]) -> None:
+    """After an error: the workers' tasks not begun are dropped, and those under way are
+    waited for, so that none still writes into an output that is about to be discarded."""
+    futures = list(futures)
+    for future in futures:
+        future.cancel()
+    wait(futures)
 
 
 SPARK_START_SECONDS = 6.0
@@ -174,17 +289,18 @@ must not slow the work it is meant to speed up (local mode shares this machine's
 
 GIL_BOUND_DRIVER_BYTES = 32 << 20
 """GIL-bound input (RocksDB rows, heap-format entries, one by one through Python) the driver
-still takes itself rather than wait for Spark. Measured on 2 loaded cores, rescaling a native
-savepoint to 3 subtasks in the driver alone: 16 MiB in 1.4 s (to native; 0.3 s to canonical),
-64 MiB in 3.8 s (1.5 s): this much ends before an embedded Spark would be up."""
+still takes itself rather than hand to worker processes. Measured on 2 loaded cores, rescaling
+a native savepoint to 3 subtasks in the driver alone: 16 MiB in 1.4 s (to native; 0.3 s to
+canonical), 64 MiB in 3.8 s (1.5 s); the workers' start (a fork server importing statectl,
+then each worker its readers) costs about a second of that before they share the cores."""
 
 
-def _held(
-    tasks: Sequence[T], work: Work[T] | None, spark_only: Callable[[T], bool] | None
+def _for_workers(
+    tasks: Sequence[T], work: Work[T] | None, gil_bound: Callable[[T], bool] | None
 ) -> set[int]:
-    """The tasks that wait for Spark: those `spark_only` picks, unless their input is small
-    (`GIL_BOUND_DRIVER_BYTES`; without `work` to size them, they always wait)."""
-    picked = [i for i, task in enumerate(tasks) if spark_only is not None and spark_only(task)]
+    """The tasks for the worker processes: those `gil_bound` picks, unless their input is small
+    (`GIL_BOUND_DRIVER_BYTES`; without `work` to size them, always)."""
+    picked = [i for i, task in enumerate(tasks) if gil_bound is not None and gil_bound(task)]
     if picked and work is not None:
         _, size = total_work([tasks[i] for i in picked], work)
         if size <= GIL_BOUND_DRIVER_BYTES:

@@ -166,7 +166,7 @@ class MigrationReport:
     metadata_version: int
     operators: tuple[OperatorReport, ...]
     states: tuple[StateEditReport, ...] = ()
-    tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "spark", tasks run there)
+    tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "processes" | "spark", tasks)
 
     def count(self, action: str) -> int:
         return sum(op.change.action == action for op in self.operators)

@@ -68,8 +68,8 @@ def run_per_file(
             owners.append({ref.state: ref for ref in refs})
     if progress is not None and tasks:
         progress(begun(phase))
-    # Values decoded one by one hold the GIL: a head start leaves them to Spark, but small.
-    results = engine.run(tasks, fn, _file_work, progress, spark_only=lambda _: True)
+    # Values decoded one by one hold the GIL: a head start gives them to worker processes.
+    results = engine.run(tasks, fn, _file_work, progress, gil_bound=lambda _: True)
     return list(zip(owners, results, strict=True))
 
 

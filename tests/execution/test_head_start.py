@@ -73,44 +73,55 @@ def _even(n: int) -> bool:
     return n % 2 == 0
 
 
-@pytest.mark.spark
-def test_tasks_that_hold_the_gil_wait_for_spark(spark: object) -> None:
+def test_tasks_that_hold_the_gil_run_in_worker_processes() -> None:
     engine, _ = _engine(after=10**9)  # Spark never reported up: the driver runs the others
-    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, spark_only=_even)
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, gil_bound=_even)
     assert results == [1, 4, 9, 16, 25]
-    assert engine.tasks_run == {"driver": 3, "spark": 2}
+    assert engine.tasks_run == {"driver": 3, "processes": 2}
+    assert engine.spark._starting is None  # never asked to start: no JVM for this work
 
 
-@pytest.mark.spark
-def test_tasks_that_hold_the_gil_wait_for_spark_when_their_input_is_large(spark: object) -> None:
+def test_tasks_that_hold_the_gil_run_in_worker_processes_when_their_input_is_large() -> None:
     engine, _ = _engine(after=10**9)
     half = GIL_BOUND_DRIVER_BYTES // 2
+    seen: list[Progress] = []
 
     def work(n: int) -> tuple[int, int]:
         return 1, half + 1 if n == 4 else half  # the GIL-bound 2 and 4: one byte too many
 
-    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, work, spark_only=_even)
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, work, seen.append, gil_bound=_even)
     assert results == [1, 4, 9, 16, 25]
-    assert engine.tasks_run == {"driver": 3, "spark": 2}
+    assert engine.tasks_run == {"driver": 3, "processes": 2}
+    assert engine.spark._starting is None
+    total = 5 * half + 1
+    assert seen[-1] == Progress(5, 5, total, total)  # the workers' tasks counted too
+    assert [p.files for p in seen] == [1, 2, 3, 4, 5]
+
+
+def test_an_error_in_a_worker_process_is_raised_as_it_was() -> None:
+    with pytest.raises(FormatError) as error:
+        _engine(after=10**9)[0].run([0, 1, 2, 3], _fail_on_two, gil_bound=_even)
+    assert (error.value.source, error.value.message) == ("file-2", "bad block")
+
+
+def _fail_on_two(n: int) -> int:
+    if n == 2:
+        raise FormatError("bad block", "file-2")
+    return n
 
 
 def test_a_few_tasks_that_hold_the_gil_run_in_the_driver() -> None:
     engine, _ = _engine(after=10**9)
     half = GIL_BOUND_DRIVER_BYTES // 2  # the GIL-bound 2 and 4 together: exactly the limit
-    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, lambda n: (1, half), spark_only=_even)
+    results = engine.run([1, 2, 3, 4, 5], lambda n: n * n, lambda n: (1, half), gil_bound=_even)
     assert results == [1, 4, 9, 16, 25]
     assert engine.tasks_run == {"driver": 5}
     assert engine.spark._starting is None  # never asked to start
 
 
 def test_an_error_in_a_driver_task_is_raised_as_it_was() -> None:
-    def fail_on_two(n: int) -> int:
-        if n == 2:
-            raise FormatError("bad block", "file-2")
-        return n
-
     with pytest.raises(FormatError) as error:
-        _engine(after=10**9)[0].run([0, 1, 2, 3], fail_on_two)
+        _engine(after=10**9)[0].run([0, 1, 2, 3], _fail_on_two)
     assert (error.value.source, error.value.message) == ("file-2", "bad block")
 
 
@@ -151,6 +162,19 @@ def test_a_shuffle_handed_over_writes_what_one_engine_writes(
     assert expected[0][:3] == [0, "(0, 0, 0)=v00", "(0, 0, 3)=v03"]
     assert engine.sort_partitions([0, 1, 2, 3], records, 4, _keys) == expected
     assert engine.tasks_run == ({"driver": 4} if spilled_sources == 4 else {"spark": 4})
+    assert list(tmp_path.iterdir()) == []  # the spill is gone
+
+
+def test_a_shuffle_of_sources_that_hold_the_gil_runs_in_worker_processes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STATECTL_LOCAL_DIR", str(tmp_path))  # where the workers spill
+    engine, _ = _engine(after=10**9)
+    expected = LocalEngine().sort_partitions([0, 1, 2, 3], _records, 4, _keys)
+    shuffled = engine.sort_partitions([0, 1, 2, 3], _records, 4, _keys, gil_bound=_even)
+    assert shuffled == expected
+    assert engine.tasks_run == {"processes": 4}  # one writer per partition
+    assert engine.spark._starting is None
     assert list(tmp_path.iterdir()) == []  # the spill is gone
 
 

@@ -45,7 +45,7 @@ class RecordingEngine(LocalEngine):
         self.runs.append(job.tasks)
         if not self.backwards:
             return super()._run(job)
-        backwards = Job(job.tasks[::-1], job.fn, job.work, job.progress, job.spark_only)
+        backwards = Job(job.tasks[::-1], job.fn, job.work, job.progress, job.gil_bound)
         return super()._run(backwards)[::-1]
 
 

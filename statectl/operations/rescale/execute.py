@@ -89,7 +89,7 @@ def task_work(task: Task) -> tuple[int, int]:
 def moves_rows(task: Task) -> bool:
     """Whether the task moves RocksDB rows or heap-format entries through Python one by one
     (native input or output, heap input): work that holds the GIL, which a driver's threads
-    cannot share but Spark's processes can."""
+    cannot share but processes can (a head start's workers, Spark's)."""
     keyed = task.keyed if isinstance(task, SubtaskTarget) else None
     return keyed is not None and (bool(keyed.native or keyed.heap) or keyed.output is not None)
 

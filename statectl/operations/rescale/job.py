@@ -3,8 +3,8 @@
 
 An embedded Spark (`local[...]`) gets a head start: the driver runs the tasks itself, starts
 Spark only once the work left would outlast Spark's start, and Spark takes what is not yet begun
-when it is up (`execution.head_start`); tasks that move RocksDB rows run on Spark unless
-they are few (`head_start.GIL_BOUND_DRIVER_BYTES`).
+when it is up (`execution.head_start`); tasks that move RocksDB rows run in statectl's own
+worker processes (no Spark, no Java) unless they are few (`head_start.GIL_BOUND_DRIVER_BYTES`).
 
 The output is self-contained: rescaled operators get new files, operators carried over get
 copies of theirs, and every file is referenced by a relative handle (code 6), so the new
@@ -92,7 +92,7 @@ class RescaleReport:
     destination: str
     operators: tuple[OperatorReport, ...]
     timings: tuple[tuple[str, float], ...] = ()  # (phase, seconds) of the driver, for benchmarks
-    tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "spark", tasks run there)
+    tasks_run: tuple[tuple[str, int], ...] = ()  # ("driver" | "processes" | "spark", tasks)
     format: str | None = None  # CANONICAL or NATIVE (`output_format`)
 
     @property
@@ -367,7 +367,7 @@ def _run(
             progress(done.plus_pending(rekey_files, rekey_bytes))
 
     write = functools.partial(run_task, output_url=output_url, storage_options=storage_options)
-    results = engine.run(tasks, write, task_work, task_progress, spark_only=moves_rows)
+    results = engine.run(tasks, write, task_work, task_progress, gil_bound=moves_rows)
     if rekeyed:
         results += rekey(engine, rekeyed, output_url, storage_options)
         if progress is not None:
@@ -419,5 +419,5 @@ def rekey(
         return isinstance(item[3], NativeSource | HeapSource)
 
     return engine.sort_partitions(
-        sources, records, bases[-1], write, work=source_work, spark_only=reads_rows
+        sources, records, bases[-1], write, work=source_work, gil_bound=reads_rows
     )

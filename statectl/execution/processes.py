@@ -1,0 +1,110 @@
+"""Worker processes of statectl itself, for the tasks that hold the GIL, on one machine.
+
+Some tasks move rows one by one through Python (RocksDB rows that rocksdict iterates and
+`SstFileWriter` takes a call per row, heap-format entries, upgrade's trial of every value):
+threads cannot share the cores for them. A pool of worker processes, one per core, takes them
+instead (`head_start.HeadStartEngine`), so that this work needs no Spark, and no Java, on one
+machine.
+
+The pool starts on first use, serves every later job of the process and is shut down at exit.
+Its workers are forked by a fork server (spawned where there is none), never forked from the
+driver itself: the driver holds threads (the head start's, Spark's start) and may hold a JVM's
+gateway, and a fork would copy their locks in whatever state they were. Functions and tasks
+travel as they do to Spark, pickled with cloudpickle (closures, lambdas, modules shipped by
+value); statectl's errors and I/O errors come back as `spark.TaskFailure`s and are raised here
+as they were raised there.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import multiprocessing
+import os
+import pickle
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, TypeVar
+
+from statectl.errors import StatectlError
+from statectl.execution.spark import TaskFailure, guarded
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_pool: ProcessPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def worker_count() -> int:
+    """One worker per core this process may use."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
+def worker_pool() -> ProcessPoolExecutor:
+    """The process's pool of workers, started on first use (and again after one broke)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or getattr(_pool, "_broken", False):
+            _pool = ProcessPoolExecutor(worker_count(), mp_context=_start_context())
+            atexit.register(_pool.shutdown, wait=True, cancel_futures=True)
+        return _pool
+
+
+def _start_context() -> multiprocessing.context.BaseContext:
+    """A fork server where the platform has one (workers forked from a clean process that has
+    imported this module once), else spawn."""
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    # Not `__main__` (the default): the fork server must not run the CLI's entry point.
+    context.set_forkserver_preload([__name__, "pyspark.cloudpickle"])
+    return context
+
+
+def shipped(fn: Callable[[T], R]) -> bytes:
+    """`fn` pickled for the workers, once per job: statectl's errors inside it come back as
+    `TaskFailure`s."""
+    return _dumps(guarded(fn))
+
+
+def submit(fn: bytes, task: T) -> Future[Any]:
+    """Run `fn` (from `shipped`) over `task` in a worker; `result` gives what it returned."""
+    return worker_pool().submit(_call, fn, _dumps(task))
+
+
+def result(future: Future[Any]) -> Any:
+    """What the task of `future` returned; its error raised, statectl's as it was raised."""
+    try:
+        returned = pickle.loads(future.result())
+    except BrokenProcessPool as exc:
+        raise StatectlError(
+            "a worker process of statectl died (out of memory?): run again, or with --master"
+        ) from exc
+    if isinstance(returned, TaskFailure):
+        raise returned.error()
+    return returned
+
+
+def _call(fn: bytes, task: bytes) -> bytes:
+    """In a worker: `fn` over `task`, pickled with cloudpickle (a result of any type)."""
+    return _dumps(_loaded(fn)(pickle.loads(task)))
+
+
+@functools.lru_cache(maxsize=4)
+def _loaded(fn: bytes) -> Callable[[Any], Any]:
+    """A shipped function, unpickled once per worker and job rather than once per task."""
+    loaded: Callable[[Any], Any] = pickle.loads(fn)
+    return loaded
+
+
+def _dumps(value: object) -> bytes:
+    """`value` pickled with cloudpickle: functions by value where plain pickle cannot."""
+    from pyspark import cloudpickle  # the pickler Spark ships tasks with: no JVM needed
+
+    pickled: bytes = cloudpickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)  # type: ignore[no-untyped-call]
+    return pickled
