@@ -292,7 +292,7 @@ GIL_BOUND_DRIVER_BYTES = 32 << 20
 still takes itself rather than hand to worker processes. Measured on 2 loaded cores, rescaling
 a native savepoint to 3 subtasks in the driver alone: 16 MiB in 1.4 s (to native; 0.3 s to
 canonical), 64 MiB in 3.8 s (1.5 s); the workers' start (a fork server importing statectl,
-then each worker its readers) costs about a second of that before they share the cores."""
+then each worker its readers) costs about half a second before they share the cores."""
 
 
 def _for_workers(

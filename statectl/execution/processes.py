@@ -12,7 +12,10 @@ driver itself: the driver holds threads (the head start's, Spark's start) and ma
 gateway, and a fork would copy their locks in whatever state they were. Functions and tasks
 travel as they do to Spark, pickled with cloudpickle (closures, lambdas, modules shipped by
 value); statectl's errors and I/O errors come back as `spark.TaskFailure`s and are raised here
-as they were raised there.
+as they were raised there. As with any multiprocessing but fork, each worker imports the main
+module of a script again (as `__mp_main__`): a script that calls the library guards its entry
+point with `if __name__ == "__main__":` (`python -m statectl`, the `statectl` command and
+`python -c` need nothing).
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ def result(future: Future[Any]) -> Any:
         returned = pickle.loads(future.result())
     except BrokenProcessPool as exc:
         raise StatectlError(
-            "a worker process of statectl died (out of memory?): run again, or with --master"
+            "a worker process of statectl ended abruptly: out of memory, or a script calling "
+            'statectl without `if __name__ == "__main__":` (see its stderr)'
         ) from exc
     if isinstance(returned, TaskFailure):
         raise returned.error()

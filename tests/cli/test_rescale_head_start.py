@@ -60,7 +60,7 @@ def test_a_fresh_process_writes_what_the_spark_job_writes(
     on_spark = report["tasks"]
     assert on_spark["driver"] == 0 and on_spark["spark"] > 0  # the session's context ran all
     fresh = _statectl("rescale", str(source), "-o", str(tmp_path / "fresh"), *options)["tasks"]
-    assert fresh == {"driver": on_spark["spark"], "spark": 0}  # RocksDB rows too: a few
+    assert fresh == {"driver": on_spark["spark"], "processes": 0, "spark": 0}  # rows too: few
     written = files_under(tmp_path / "fresh")
     assert "_metadata" in written
     assert written == files_under(tmp_path / "spark")
@@ -100,6 +100,6 @@ def test_small_native_and_heap_inputs_never_start_spark(
     one, too few to wait for Spark); the report names the format written."""
     command, *options = argv
     report = _statectl(command, str(source()), "-o", str(tmp_path / "out"), *options)
-    assert report["tasks"] == {"driver": tasks, "spark": 0}
+    assert report["tasks"] == {"driver": tasks, "processes": 0, "spark": 0}
     assert report["format"] == output_format
     assert report["timings"]["spark_start"] == 0.0
