@@ -76,7 +76,7 @@ class HeadStartEngine(Engine):
         tasks, fn, work = job.tasks, job.fn, job.work
         pooled = set() if self.spark.started() else _for_workers(tasks, work, job.gil_bound)
         tally = _Tally(tasks, work, job.progress)
-        in_workers = _submitted(tasks, pooled, fn, tally)
+        in_workers = _submitted(tasks, pooled, fn, work, tally)
         try:
             eligible = [i for i in range(len(tasks)) if i not in pooled]
             finished = self._drive(tasks, eligible, fn, work, tally)
@@ -229,15 +229,20 @@ class _Tally(Generic[T]):
 
 
 def _submitted(
-    tasks: Sequence[T], picked: set[int], fn: Callable[[T], R], tally: _Tally[T]
+    tasks: Sequence[T],
+    picked: set[int],
+    fn: Callable[[T], R],
+    work: Work[T] | None,
+    tally: _Tally[T],
 ) -> dict[int, Future[Any]]:
     """The `picked` tasks submitted to the worker processes, by index; each counted in
-    `tally` when it ends well."""
+    `tally` when it ends well. The largest first (as Spark's bins are packed): one large task
+    begun last would leave the other workers idle while it ends."""
     if not picked:
         return {}
     shipped = processes.shipped(fn)
     futures = {}
-    for index in sorted(picked):
+    for index in sorted(picked, key=lambda i: -work(tasks[i])[1] if work is not None else i):
         future = processes.submit(shipped, tasks[index])
         future.add_done_callback(_counting(tally, tasks[index]))
         futures[index] = future
