@@ -97,7 +97,7 @@ def test_small_native_and_heap_inputs_never_start_spark(
     tmp_path: Path, source: Any, argv: tuple[str, ...], output_format: str, tasks: int
 ) -> None:
     """A 250 KiB input: every task in the driver (RocksDB rows and heap-format entries one by
-    one, too few to wait for Spark); the report names the format written."""
+    one, too few to start worker processes for); the report names the format written."""
     command, *options = argv
     report = _statectl(command, str(source()), "-o", str(tmp_path / "out"), *options)
     assert report["tasks"] == {"driver": tasks, "processes": 0, "spark": 0}
