@@ -43,7 +43,12 @@ from statectl.operations.state_edits import (
 from statectl.progress import ProgressCallback, begun
 from statectl.savepoint import entries, writer
 from statectl.savepoint.files import CopyTask, copy_file
-from statectl.savepoint.keyed_rewrite import SubtaskRewrite, source_size, write_subtask
+from statectl.savepoint.keyed_rewrite import (
+    SubtaskRewrite,
+    rows_one_by_one,
+    source_size,
+    write_subtask,
+)
 from statectl.savepoint.model import Savepoint, describe_operator, operator_id_for_uid
 from statectl.savepoint.operator_rewrite import OperatorStateChange, rewrite_file
 from statectl.savepoint.relocate import CopyNames, carry_over
@@ -283,9 +288,13 @@ def _write_files(
         kind, n = task
         return 1, copies[n].source.size if kind == COPY else source_size(rewrites[n][1].source)
 
+    def moves_rows(task: tuple[int, int]) -> bool:
+        kind, n = task
+        return kind == REWRITE and rows_one_by_one(rewrites[n][1])
+
     if progress is not None:
         progress(begun("writing files"))
-    results = engine.run(tasks, run, work, progress)
+    results = engine.run(tasks, run, work, progress, gil_bound=moves_rows)
     for (position, rewrite), handle in zip(rewrites, results[len(copies) :], strict=True):
         written.keyed[position, rewrite.source.subtask] = handle
     return written

@@ -116,7 +116,16 @@ def write_fed(
             yield (subtask, key_group, number, seq), chunk
 
     sources = list(enumerate(feed.sources))
-    return engine.sort_partitions(sources, records, len(rewrites), write)
+    source_bytes = feed.source_bytes
+    if source_bytes is None:
+        return engine.sort_partitions(sources, records, len(rewrites), write)
+
+    def work(item: tuple[int, Any]) -> tuple[int, int]:
+        return 1, source_bytes(item[1])
+
+    return engine.sort_partitions(
+        sources, records, len(rewrites), write, work=work, gil_bound=lambda _: True
+    )
 
 
 def _write_runs(

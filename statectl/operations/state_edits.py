@@ -74,6 +74,9 @@ class RowFeed:
     # those tasks counted (POJO class, field, rows).
     runs: Sequence[Sequence[str]] | None = None
     runs_notes: tuple[tuple[str, str, int], ...] = ()
+    # The bytes a source's task reads, when its rows pass through Python (a function's
+    # batches): the head start then gives large feeds to its worker processes.
+    source_bytes: Callable[[Any], int] | None = None
 
 
 @dataclass(frozen=True)

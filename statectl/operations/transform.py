@@ -266,6 +266,7 @@ def function_edit(
         target.sources,
         functools.partial(_function_chunks, target, function),
         warnings=target.warnings,
+        source_bytes=_split_bytes,
     )
     return StateEdit(operator, state, REPLACE, feed=feed)
 
@@ -300,6 +301,11 @@ def _frame_chunks(
     import pyarrow as pa
 
     return target.chunks((pa.Table.from_batches([b]) for b in batches), partition << 32)
+
+
+def _split_bytes(split: tuple[KeyedSource, tuple[int, int] | None]) -> int:
+    file, key_groups = split
+    return entries.source_bytes(file, key_groups)
 
 
 def _function_chunks(

@@ -114,6 +114,14 @@ def key_groups_of(source: KeyedSource) -> tuple[int, int] | None:
     return source.instance.key_groups
 
 
+def rows_one_by_one(rewrite: SubtaskRewrite) -> bool:
+    """Whether the rewrite takes rows one by one through Python (RocksDB rows, heap-format
+    entries, values changed entry by entry), holding the GIL, rather than copying runs."""
+    if isinstance(rewrite.source, NativeKeyedFile | HeapKeyedFile):
+        return True
+    return any(change.value is not None for change in rewrite.changes.values())
+
+
 def source_size(source: KeyedSource) -> int:
     """The bytes a subtask's rewrite reads: its progress share."""
     if isinstance(source, NativeKeyedFile):

@@ -89,7 +89,14 @@ def test_python_function_removes_a_key(
     )  # fmt: skip
     assert code == 0
     assert json.loads(stdout)["states"] == [
-        {"operator": "values", "state": "pojo", "action": "replace", "new_name": None, "rows": 15}
+        {
+            "operator": "values",
+            "state": "pojo",
+            "action": "replace",
+            "new_name": None,
+            "rows": 15,
+            "nulls": None,
+        }
     ]
     assert keys(out, "pojo") == [k for k in keys(Path(SOURCE), "pojo") if k != "k03"]
     assert keys(out, "string") == keys(Path(SOURCE), "string")  # the rest carried over
