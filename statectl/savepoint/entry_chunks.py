@@ -152,9 +152,10 @@ class PackedRows(Sequence[Row]):
         entries = join(
             big_endian_lengths(self.keys), self.keys, big_endian_lengths(self.values), self.values
         )
+        entry_offsets = offsets_of(entries)
         run = bytearray(_STATE_ID.pack(state_id))
-        run += _data(entries, offsets_of(entries))
-        last_key = _STATE_ID.size + int(offsets_of(entries)[-2]) + 4
+        run += _data(entries, entry_offsets)
+        last_key = _STATE_ID.size + int(entry_offsets[-2]) + 4  # past its i32 length
         run[last_key] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
         return bytes(run)
 
