@@ -176,10 +176,14 @@ def rescale_instances(savepoint: str, uid: str, q: int, out: str) -> dict[str, A
         os.makedirs(db_folder)
         gathered = gather_linked(instances[base], db_folder)
         before = _sst_names(db_folder)
+        base_sizes = {n: os.stat(os.path.join(db_folder, n)).st_size for n in before}
         t0 = time.monotonic()
         clip(db_folder, instances[base], a, b, width)
         t1 = time.monotonic()
         after = _sst_names(db_folder)
+        base_bytes = sum(base_sizes.values())
+        carried_bytes = sum(base_sizes[n] for n in before & after)
+        compacted_bytes = sum(os.stat(os.path.join(db_folder, n)).st_size for n in after - before)
         others = [(instances[i], f, l) for i, f, l in overlaps if i != base]
         rows = add_rows(db_folder, others, folder, width)
         t2 = time.monotonic()
@@ -187,7 +191,12 @@ def rescale_instances(savepoint: str, uid: str, q: int, out: str) -> dict[str, A
             "key_groups": [a, b], "base": base, "base_files": len(before), **gathered,
             "carried_whole": len(before & after), "dropped": len(before - after - set()),
             "written_by_compaction": len((after - before)),
-            "rows_from_other_sources": rows,
+            "rows_from_other_sources": rows, "base_bytes": base_bytes,
+            "carried_bytes": carried_bytes, "written_by_compaction_bytes": compacted_bytes,
+            "ingested_bytes": sum(
+                os.stat(os.path.join(db_folder, n)).st_size
+                for n in _sst_names(db_folder) - after
+            ),
             "seconds": {"gather": round(t0 - started, 2), "clip": round(t1 - t0, 2),
                         "other_rows": round(t2 - t1, 2)},
         })  # fmt: skip
@@ -230,7 +239,7 @@ def compare_with_savepoint(files_out: str, rows_savepoint: str, uid: str) -> dic
                     not a <= int.from_bytes(k[:width], "big") <= b for k, _ in ours
                 )
                 entry["range_deletions"] += _range_deletions(mine, name)
-                mism = sum(x != y for x, y in zip(ours, ref)) + abs(len(ours) - len(ref))
+                mism = sum(x != y for x, y in zip(ours, ref, strict=False)) + abs(len(ours) - len(ref))
                 entry["mismatches"] += mism
                 entry["entries"] += len(ours)
                 entry["families"][name] = [len(ours), len(ref)]
