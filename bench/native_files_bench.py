@@ -7,8 +7,10 @@ The source: the Flink 2.3 fixture `rocksdb_native_full` rescaled by statectl to 
 by multi-file, multi-level ones written with rocksdict in Flink's layout (as bench/native_bench
 does, but with small memtables and target file sizes so the instances have L0 and several
 levels, as a long-running job's have). Measured on the same savepoint: `cp -r`, the current
-`statectl rescale -p 3`, and the prototype `statectl.savepoint.native_files.rescale_instances`;
-the prototype's instances are then compared entry by entry with statectl's output.
+`statectl rescale -p 3`, and the prototypes of statectl/savepoint/native_files.py: (a)
+`rescale_instances` (clip a linked base, other sources' rows ingested) and (c)
+`rescale_by_manifest` (a MANIFEST over every source's files, RocksDB clips the straddlers); both
+prototypes' instances are then compared entry by entry with statectl's output.
 """
 
 from __future__ import annotations
@@ -38,8 +40,11 @@ ELEMENTS = 120
 def _write_instance(folder: Path, keys: list[tuple[int, bytes]], seed: int) -> None:
     from rocksdict import AccessType, Options, Rdict, WriteOptions
 
+    from statectl.savepoint.native_writer import _table_settings
+
     def opts() -> Options:
         o = Options(raw_mode=True)
+        _table_settings(o)  # tables FRocksDB 6.20.3 (Flink 1.x) reads, as Flink 1.x writes
         o.set_write_buffer_size(4 << 20)
         o.set_target_file_size_base(4 << 20)
         o.set_max_bytes_for_level_base(16 << 20)
@@ -131,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         build_p4(work, args.mib)
         print(f"built in {time.monotonic() - t:.1f}s", file=sys.stderr)
     report: dict = {"source_bytes": sum(p.stat().st_size for p in source.rglob("*"))}
-    for name in ("cp", "rows", "files"):
+    for name in ("cp", "rows", "files", "manifest"):
         shutil.rmtree(work / name, ignore_errors=True)
     subprocess.run(["sync"], check=True)
     t = time.monotonic()
@@ -147,9 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     report["prototype_seconds"] = round(time.monotonic() - t, 2)
     report["prototype"] = stats
     t = time.monotonic()
-    report["compare"] = native_files.compare_with_savepoint(
-        str(work / "files"), str(work / "rows"), "keyed-str"
+    stats = native_files.rescale_by_manifest(
+        str(source), "keyed-str", args.q, str(work / "manifest")
     )
+    report["manifest_prototype_seconds"] = round(time.monotonic() - t, 2)
+    report["manifest_prototype"] = stats
+    t = time.monotonic()
+    for name in ("files", "manifest"):
+        report[f"compare_{name}"] = native_files.compare_with_savepoint(
+            str(work / name), str(work / "rows"), "keyed-str"
+        )
     report["compare_seconds"] = round(time.monotonic() - t, 2)
     print(json.dumps(report, indent=2))
     return 0

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from statectl.formats.key_groups import key_group_range
@@ -184,13 +185,13 @@ def rescale_instances(savepoint: str, uid: str, q: int, out: str) -> dict[str, A
         base_bytes = sum(base_sizes.values())
         carried_bytes = sum(base_sizes[n] for n in before & after)
         compacted_bytes = sum(os.stat(os.path.join(db_folder, n)).st_size for n in after - before)
-        others = [(instances[i], f, l) for i, f, l in overlaps if i != base]
+        others = [(instances[i], lo, hi) for i, lo, hi in overlaps if i != base]
         rows = add_rows(db_folder, others, folder, width)
         t2 = time.monotonic()
         report["targets"].append({
             "key_groups": [a, b], "base": base, "base_files": len(before), **gathered,
             "carried_whole": len(before & after), "dropped": len(before - after - set()),
-            "written_by_compaction": len((after - before)),
+            "written_by_compaction": len(after - before),
             "rows_from_other_sources": rows, "base_bytes": base_bytes,
             "carried_bytes": carried_bytes, "written_by_compaction_bytes": compacted_bytes,
             "ingested_bytes": sum(
@@ -239,7 +240,9 @@ def compare_with_savepoint(files_out: str, rows_savepoint: str, uid: str) -> dic
                     not a <= int.from_bytes(k[:width], "big") <= b for k, _ in ours
                 )
                 entry["range_deletions"] += _range_deletions(mine, name)
-                mism = sum(x != y for x, y in zip(ours, ref, strict=False)) + abs(len(ours) - len(ref))
+                mism = sum(x != y for x, y in zip(ours, ref, strict=False)) + abs(
+                    len(ours) - len(ref)
+                )
                 entry["mismatches"] += mism
                 entry["entries"] += len(ours)
                 entry["families"][name] = [len(ours), len(ref)]
@@ -247,3 +250,363 @@ def compare_with_savepoint(files_out: str, rows_savepoint: str, uid: str) -> dic
         mine.close()
         result.append(entry)
     return {"subtasks": result}
+
+
+# --------------------------------------------------------------------------- (c) a MANIFEST
+# Approach (c) of docs/design/native-by-files.md, experimental: one instance assembled from the
+# live files of several clipped instances, by a MANIFEST written here.
+
+_BLOCK = 32768
+_COMPARATOR, _LOG_NUMBER, _NEXT_FILE, _LAST_SEQUENCE, _COMPACT_CURSOR = 1, 2, 3, 4, 5
+_DELETED_FILE, _PREV_LOG, _MIN_LOG_TO_KEEP, _NEW_FILE4 = 6, 9, 10, 103
+_CF, _CF_ADD, _CF_DROP, _MAX_CF, _ATOMIC_GROUP = 200, 201, 202, 203, 300
+_SAFE_IGNORE = 1 << 13
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _lp(data: bytes, pos: int) -> tuple[bytes, int]:
+    n, pos = _varint(data, pos)
+    return data[pos : pos + n], pos + n
+
+
+def _put_varint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def _put_lp(value: bytes) -> bytes:
+    return _put_varint(len(value)) + value
+
+
+def _records(data: bytes) -> list[bytes]:
+    """The records of a RocksDB log file (MANIFEST): 32 KiB blocks, 7-byte headers."""
+    out, partial, pos = [], b"", 0
+    while pos + 7 <= len(data):
+        left = _BLOCK - pos % _BLOCK
+        if left < 7:
+            pos += left
+            continue
+        length = int.from_bytes(data[pos + 4 : pos + 6], "little")
+        kind = data[pos + 6]
+        if kind == 0 and length == 0:
+            pos += left
+            continue
+        payload = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 1:
+            out.append(payload)
+        elif kind == 2:
+            partial = payload
+        elif kind == 3:
+            partial += payload
+        elif kind == 4:
+            out.append(partial + payload)
+        else:
+            raise ValueError(f"MANIFEST record type {kind} (recyclable log?) not handled")
+    return out
+
+
+@dataclass
+class SstMeta:
+    level: int
+    number: int
+    size: int
+    smallest: bytes  # internal keys
+    largest: bytes
+    smallest_seqno: int
+    largest_seqno: int
+    folder: str
+
+
+def read_manifest(folder: str) -> tuple[dict[str, list[SstMeta]], int, str]:
+    """Live files per column family name, the last sequence number, the comparator."""
+    with open(os.path.join(folder, "CURRENT")) as current:
+        name = current.read().strip()
+    with open(os.path.join(folder, name), "rb") as manifest:
+        data = manifest.read()
+    names: dict[int, str] = {0: "default"}
+    files: dict[int, dict[int, SstMeta]] = {0: {}}
+    last_sequence, comparator = 0, ""
+    for record in _records(data):
+        pos, cf, adds, deletes, add_name, drop = 0, 0, [], [], None, False
+        while pos < len(record):
+            tag, pos = _varint(record, pos)
+            if tag == _COMPARATOR:
+                value, pos = _lp(record, pos)
+                comparator = value.decode()
+            elif tag in (_LOG_NUMBER, _NEXT_FILE, _PREV_LOG, _MIN_LOG_TO_KEEP):
+                _, pos = _varint(record, pos)
+            elif tag == _LAST_SEQUENCE:
+                last_sequence, pos = _varint(record, pos)
+            elif tag == _COMPACT_CURSOR:
+                _, pos = _varint(record, pos)
+                _, pos = _lp(record, pos)
+            elif tag == _DELETED_FILE:
+                level, pos = _varint(record, pos)
+                number, pos = _varint(record, pos)
+                deletes.append(number)
+            elif tag == _NEW_FILE4:
+                level, pos = _varint(record, pos)
+                number, pos = _varint(record, pos)
+                size, pos = _varint(record, pos)
+                smallest, pos = _lp(record, pos)
+                largest, pos = _lp(record, pos)
+                s_seq, pos = _varint(record, pos)
+                l_seq, pos = _varint(record, pos)
+                while True:
+                    custom, pos = _varint(record, pos)
+                    if custom == 1:  # kTerminate
+                        break
+                    _, pos = _lp(record, pos)
+                    if custom == 65:  # kPathId: another db_path
+                        raise ValueError("SST in another db_path: not handled")
+                    if custom & 64:
+                        raise ValueError(f"NewFile4 field {custom} must not be ignored")
+                adds.append(SstMeta(level, number, size, smallest, largest, s_seq, l_seq, folder))
+            elif tag == _CF:
+                cf, pos = _varint(record, pos)
+            elif tag == _CF_ADD:
+                value, pos = _lp(record, pos)
+                add_name = value.decode()
+            elif tag == _CF_DROP:
+                drop = True
+            elif tag in (_MAX_CF, _ATOMIC_GROUP):
+                _, pos = _varint(record, pos)
+            elif tag & _SAFE_IGNORE:
+                _, pos = _lp(record, pos)
+            else:
+                raise ValueError(f"VersionEdit tag {tag} not handled (blob files?)")
+        if add_name is not None:
+            names[cf] = add_name
+            files[cf] = {}
+        if drop:
+            names.pop(cf, None)
+            files.pop(cf, None)
+            continue
+        for number in deletes:
+            files[cf].pop(number, None)
+        for meta in adds:
+            files[cf][meta.number] = meta
+    return {names[cf]: list(f.values()) for cf, f in files.items()}, last_sequence, comparator
+
+
+def _write_records(path: str, records: list[bytes]) -> None:
+    from statectl.formats.snappy_framed import masked_crc32c
+
+    out = bytearray()
+    for record in records:
+        first = True
+        while True:
+            left = _BLOCK - len(out) % _BLOCK
+            if left < 7:
+                out += b"\x00" * left
+                left = _BLOCK
+            chunk, record = record[: left - 7], record[left - 7 :]
+            kind = (1 if not record else 2) if first else (4 if not record else 3)
+            crc = masked_crc32c(bytes([kind]) + chunk)
+            out += crc.to_bytes(4, "little") + len(chunk).to_bytes(2, "little") + bytes([kind])
+            out += chunk
+            first = False
+            if not record:
+                break
+    with open(path, "wb") as manifest:
+        manifest.write(out)
+
+
+def union_instance(clipped: list[str], target: str, options_from: str) -> dict[str, Any]:
+    """A RocksDB instance in `target` holding every live SST of the `clipped` instances (whose
+    key ranges must be disjoint), linked under new numbers, with a MANIFEST written here."""
+    os.makedirs(target)
+    per_family: dict[str, list[SstMeta]] = {}
+    last_sequence, comparator = 0, ""
+    for folder in clipped:
+        families, sequence, comparator = read_manifest(folder)
+        last_sequence = max(last_sequence, sequence)
+        for name, metas in families.items():
+            per_family.setdefault(name, []).extend(metas)
+    names = ["default", *sorted(n for n in per_family if n != "default")]
+    number = 10
+    edits = [
+        _put_varint(_COMPARATOR) + _put_lp(comparator.encode())
+        + _put_varint(_LOG_NUMBER) + _put_varint(0)
+        + _put_varint(_NEXT_FILE) + _put_varint(0)  # patched below
+        + _put_varint(_LAST_SEQUENCE) + _put_varint(last_sequence)
+        + _put_varint(_MAX_CF) + _put_varint(len(names) - 1)
+    ]  # fmt: skip
+    for cf, name in enumerate(names):
+        edit = b""
+        if cf:
+            edit += _put_varint(_CF) + _put_varint(cf)
+            edit += _put_varint(_CF_ADD) + _put_lp(name.encode())
+            edit += _put_varint(_COMPARATOR) + _put_lp(comparator.encode())
+            edits.append(edit)
+            edit = _put_varint(_CF) + _put_varint(cf)
+        edit += _put_varint(_LOG_NUMBER) + _put_varint(0)
+        for meta in per_family.get(name, []):
+            os.link(
+                os.path.join(meta.folder, f"{meta.number:06d}.sst"),
+                os.path.join(target, f"{number:06d}.sst"),
+            )
+            edit += (
+                _put_varint(_NEW_FILE4) + _put_varint(meta.level) + _put_varint(number)
+                + _put_varint(meta.size) + _put_lp(meta.smallest) + _put_lp(meta.largest)
+                + _put_varint(meta.smallest_seqno) + _put_varint(meta.largest_seqno)
+                + _put_varint(1)  # kTerminate: no optional field
+            )  # fmt: skip
+            number += 1
+        edits.append(edit)
+    manifest_number = number
+    edits[0] = edits[0].replace(
+        _put_varint(_NEXT_FILE) + _put_varint(0), _put_varint(_NEXT_FILE) + _put_varint(number + 1)
+    )
+    _write_records(os.path.join(target, f"MANIFEST-{manifest_number:06d}"), edits)
+    with open(os.path.join(target, "CURRENT"), "w") as current:
+        current.write(f"MANIFEST-{manifest_number:06d}\n")
+    options = max(
+        (n for n in os.listdir(options_from) if n.startswith("OPTIONS-")),
+        key=lambda n: int(n.rsplit("-", 1)[1]),
+    )
+    shutil.copyfile(os.path.join(options_from, options), os.path.join(target, options))
+    return {"files": number - 10, "last_sequence": last_sequence}
+
+
+def _group(internal_key: bytes, width: int) -> int:
+    return int.from_bytes(internal_key[:-8][:width].ljust(width, b"\x00"), "big")
+
+
+def union_instance_ranged(
+    sources: list[tuple[str, int, int]], target: str, width: int
+) -> dict[str, Any]:
+    """Like `union_instance`, but from unclipped sources (folder, first, last): a file whose key
+    groups lie wholly outside its source's first..last is left out (never read), every other
+    file linked; straddlers are clipped afterwards by `clip`."""
+    os.makedirs(target)
+    per_family: dict[str, list[SstMeta]] = {}
+    last_sequence, comparator, skipped = 0, "", 0
+    for folder, first, last in sources:
+        families, sequence, comparator = read_manifest(folder)
+        last_sequence = max(last_sequence, sequence)
+        for name, metas in families.items():
+            keep = [
+                m for m in metas
+                if _group(m.smallest, width) <= last and _group(m.largest, width) >= first
+            ]  # fmt: skip
+            skipped += len(metas) - len(keep)
+            per_family.setdefault(name, []).extend(keep)
+    return _write_union(per_family, last_sequence, comparator, target, sources[0][0]) | {
+        "left_out": skipped
+    }
+
+
+def _write_union(
+    per_family: dict[str, list[SstMeta]], last_sequence: int, comparator: str, target: str,
+    options_from: str,
+) -> dict[str, Any]:  # fmt: skip
+    names = ["default", *sorted(n for n in per_family if n != "default")]
+    number = 10
+    head = (
+        _put_varint(_COMPARATOR) + _put_lp(comparator.encode())
+        + _put_varint(_LOG_NUMBER) + _put_varint(0)
+        + _put_varint(_LAST_SEQUENCE) + _put_varint(last_sequence)
+        + _put_varint(_MAX_CF) + _put_varint(len(names) - 1)
+    )  # fmt: skip
+    edits = []
+    for cf, name in enumerate(names):
+        edit = b""
+        if cf:
+            edits.append(
+                _put_varint(_CF) + _put_varint(cf) + _put_varint(_CF_ADD) + _put_lp(name.encode())
+                + _put_varint(_COMPARATOR) + _put_lp(comparator.encode())
+            )  # fmt: skip
+            edit = _put_varint(_CF) + _put_varint(cf)
+        edit += _put_varint(_LOG_NUMBER) + _put_varint(0)
+        for meta in per_family.get(name, []):
+            os.link(
+                os.path.join(meta.folder, f"{meta.number:06d}.sst"),
+                os.path.join(target, f"{number:06d}.sst"),
+            )
+            edit += (
+                _put_varint(_NEW_FILE4) + _put_varint(meta.level) + _put_varint(number)
+                + _put_varint(meta.size) + _put_lp(meta.smallest) + _put_lp(meta.largest)
+                + _put_varint(meta.smallest_seqno) + _put_varint(meta.largest_seqno)
+                + _put_varint(1)  # kTerminate: no optional field
+            )  # fmt: skip
+            number += 1
+        edits.append(edit)
+    manifest = f"MANIFEST-{number:06d}"
+    head += _put_varint(_NEXT_FILE) + _put_varint(number + 1)
+    _write_records(os.path.join(target, manifest), [head, *edits])
+    with open(os.path.join(target, "CURRENT"), "w") as current:
+        current.write(manifest + "\n")
+    options = max(
+        (n for n in os.listdir(options_from) if n.startswith("OPTIONS-")),
+        key=lambda n: int(n.rsplit("-", 1)[1]),
+    )
+    shutil.copyfile(os.path.join(options_from, options), os.path.join(target, options))
+    return {"files": number - 10, "last_sequence": last_sequence}
+
+
+def rescale_by_manifest(savepoint: str, uid: str, q: int, out: str) -> dict[str, Any]:
+    """(c): per target, a MANIFEST over the overlapping sources' files (files wholly outside
+    left out), then RocksDB clips the straddlers. out/<subtask>/db, as `rescale_instances`."""
+    sp = open_savepoint(savepoint)
+    op = sp.find_operator(uid)
+    maxp, width = op.max_parallelism, _prefix_bytes(op.max_parallelism)
+    instances = [
+        native_instance(sp, s.managed_keyed_state, f"subtask {s.index}") for s in op.subtasks
+    ]
+    ranges = [key_group_range(maxp, op.parallelism, i) for i in range(op.parallelism)]
+    report: dict[str, Any] = {"targets": []}
+    os.makedirs(out, exist_ok=True)
+    gathered = []
+    for i, instance in enumerate(instances):
+        folder = os.path.join(out, f"source-{i}")
+        os.makedirs(folder)
+        gather_linked(instance, folder)
+        gathered.append(folder)
+    for target in range(q):
+        started = time.monotonic()
+        a, b = key_group_range(maxp, q, target)
+        overlaps = [
+            (gathered[i], max(a, s0), min(b, s1)) for i, (s0, s1) in enumerate(ranges)
+            if max(a, s0) <= min(b, s1)
+        ]  # fmt: skip
+        db_folder = os.path.join(out, str(target), "db")
+        os.makedirs(os.path.dirname(db_folder))
+        union = union_instance_ranged(overlaps, db_folder, width)
+        before = _sst_names(db_folder)
+        sizes = {n: os.stat(os.path.join(db_folder, n)).st_size for n in before}
+        t0 = time.monotonic()
+        owner = next(i for i, (s0, s1) in enumerate(ranges) if s0 <= a <= s1)
+        clip(db_folder, instances[owner], a, b, width)  # options (merge operator) of a source
+        after = _sst_names(db_folder)
+        report["targets"].append({
+            "key_groups": [a, b], **union, "carried_whole": len(before & after),
+            "carried_bytes": sum(sizes[n] for n in before & after),
+            "rewritten_inputs": len(before - after),
+            "written_by_compaction": len(after - before),
+            "written_bytes": sum(
+                os.stat(os.path.join(db_folder, n)).st_size for n in after - before
+            ),
+            "seconds": {
+                "manifest": round(t0 - started, 2),
+                "clip": round(time.monotonic() - t0, 2),
+            },
+        })  # fmt: skip
+    for folder in gathered:
+        shutil.rmtree(folder)
+    return report
