@@ -560,7 +560,9 @@ def _write_union(
     return {"files": number - 10, "last_sequence": last_sequence}
 
 
-def rescale_by_manifest(savepoint: str, uid: str, q: int, out: str) -> dict[str, Any]:
+def rescale_by_manifest(
+    savepoint: str, uid: str, q: int, out: str, one_l0_source: bool = False
+) -> dict[str, Any]:
     """(c): per target, a MANIFEST over the overlapping sources' files (files wholly outside
     left out), then RocksDB clips the straddlers. out/<subtask>/db, as `rescale_instances`."""
     sp = open_savepoint(savepoint)
@@ -587,7 +589,16 @@ def rescale_by_manifest(savepoint: str, uid: str, q: int, out: str) -> dict[str,
         ]  # fmt: skip
         db_folder = os.path.join(out, str(target), "db")
         os.makedirs(os.path.dirname(db_folder))
-        union = union_instance_ranged(overlaps, db_folder, width)
+        pushed = 0
+        if one_l0_source:  # Flink 1.x: L0 files of the first overlapping source only
+            for n, (folder, lo, hi) in enumerate(overlaps[1:], start=1):
+                index = gathered.index(folder)
+                copy = os.path.join(out, f"{target}-l0-{index}")
+                os.makedirs(copy)
+                gather_linked(instances[index], copy)
+                pushed += push_down_l0(copy, instances[index])
+                overlaps[n] = (copy, lo, hi)
+        union = union_instance_ranged(overlaps, db_folder, width) | {"l0_pushed_down": pushed}
         before = _sst_names(db_folder)
         sizes = {n: os.stat(os.path.join(db_folder, n)).st_size for n in before}
         t0 = time.monotonic()
@@ -610,3 +621,40 @@ def rescale_by_manifest(savepoint: str, uid: str, q: int, out: str) -> dict[str,
     for folder in gathered:
         shutil.rmtree(folder)
     return report
+
+
+def push_down_l0(db_folder: str, instance: NativeInstance, timeout: float = 600) -> int:
+    """Compact the instance's L0 files into the level below and nothing else (RocksDB's own
+    L0 trigger at 1, level sizes too large to trigger anything more); how many L0 files it had.
+    For FRocksDB 6.20.3 (Flink 1.x), which rejects L0 files of two sources whose seqno ranges
+    overlap: only one source per target may bring L0 files."""
+    from rocksdict import Rdict
+
+    families, _, _ = read_manifest(db_folder)
+    l0 = sum(1 for metas in families.values() for m in metas if m.level == 0)
+    if not l0:
+        return 0
+    options = _options()
+    cf_options = _families(db_folder, instance)
+    for each in (options, *cf_options.values()):
+        each.set_level_zero_file_num_compaction_trigger(1)
+        each.set_level_compaction_dynamic_level_bytes(False)
+        each.set_max_bytes_for_level_base(1 << 50)
+        each.set_max_bytes_for_level_multiplier(10.0)
+    db = Rdict(db_folder, options=options, column_families=cf_options)
+    try:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            busy = any(
+                int(db.get_column_family(n).property_value("rocksdb.compaction-pending") or 0)
+                or int(db.get_column_family(n).property_value("rocksdb.num-files-at-level0") or 0)
+                for n in Rdict.list_cf(db_folder)
+            ) or int(db.property_value("rocksdb.num-running-compactions") or 0)
+            if not busy:
+                break
+            time.sleep(0.02)
+        else:
+            raise TimeoutError("L0 compaction did not finish")
+    finally:
+        db.close()
+    return l0
