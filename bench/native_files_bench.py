@@ -7,7 +7,7 @@ The source: the Flink 2.3 fixture `rocksdb_native_full` rescaled by statectl to 
 by multi-file, multi-level ones written with rocksdict in Flink's layout (as bench/native_bench
 does, but with small memtables and target file sizes so the instances have L0 and several
 levels, as a long-running job's have). Measured on the same savepoint: `cp -r`, the current
-`statectl rescale -p 3`, and the prototypes of statectl/savepoint/native_files.py: (a)
+`statectl rescale -p 3`, and the prototypes of bench/native_files/prototype.py: (a)
 `rescale_instances` (clip a linked base, other sources' rows ingested) and (c)
 `rescale_by_manifest` (a MANIFEST over every source's files, RocksDB clips the straddlers); both
 prototypes' instances are then compared entry by entry with statectl's output.
@@ -117,7 +117,7 @@ def build_p4(work: Path, mib: float) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from statectl.savepoint import native_files
+    from bench.native_files import prototype as native_files
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mib", type=float, default=250)

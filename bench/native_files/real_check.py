@@ -19,9 +19,9 @@ import sys
 import uuid
 from pathlib import Path
 
+from bench.native_files import prototype as nf
 from statectl.formats.handles import LocalFile, RelativeFileHandle
 from statectl.formats.metadata import write_metadata
-from statectl.savepoint import native_files as nf
 from statectl.savepoint.native_writer import instance_files
 from statectl.savepoint.reader import open_savepoint
 from tests.flink import harness
