@@ -787,19 +787,15 @@ class _BlockWalker:
         self._damaged = self._damaged_states(codecs)
         for key_group, block in blocks:
             try:
-                found = self._entries(key_group, block)
+                count, found = self._entries(key_group, block, prefix_bytes)
             except UnsupportedError as exc:  # a state whose entries cannot be told apart
                 self.checker.add(self.at, f"key group {key_group}: {exc.message}", unreadable=True)
                 return
             except StatectlError as exc:
                 self.checker.add(self.at, f"key group {key_group}: {exc.message}")
                 continue
-            self.checker.stats["entries"] += len(found)
-            # An output's check (not deep) hashes a sample of the keys: the walk above has
-            # taken every entry's bytes, and hashing each key in Python would cost more than
-            # the write that made them.
-            sample = found if self.checker.deep else found[:_EDGE_KEYS]
-            self._keys(key_group, sample, prefix_bytes, key_type, codecs)
+            self.checker.stats["entries"] += count
+            self._keys(key_group, found, prefix_bytes, key_type, codecs)
             if self._pending_bytes >= _VALUE_BATCH_BYTES:
                 self._decode_values(codecs)
         self._decode_values(codecs)
@@ -824,18 +820,27 @@ class _BlockWalker:
                 damaged.add(state.name)
         return damaged
 
-    def _entries(self, key_group: int, block: bytes) -> list[entries.KeyedEntry]:
-        """The block's entries by the readers' rule (`entries.block_entries`); Snappy
-        checksums are verify's own cross-check (§4.5)."""
+    def _entries(
+        self, key_group: int, block: bytes, prefix_bytes: int
+    ) -> tuple[int, list[entries.KeyedEntry]]:
+        """The block's entry count and its entries by the readers' rule
+        (`entries.block_entries`); Snappy checksums are verify's own cross-check (§4.5). An
+        output's check (not deep) takes the first `_EDGE_KEYS` entries of a canonical block
+        only, the block's layout checked whole by `entry_scan`: hashing every key, or taking
+        every entry in Python, would cost more than the write that made them."""
         if self.heap:  # `entries.HeapKeyedFile`'s rule, checksums verified too
             if self._heap_states is None:
                 self._heap_states = heap_snapshot.heap_states(self.header, self.flink)
-            return entries.heap_entries(
+            found = entries.heap_entries(
                 key_group, block, self.header, self._heap_states, self.max_parallelism, True
             )
+            return len(found), found if self.checker.deep else found[:_EDGE_KEYS]
         compressed = self.header.compressed
         data = snappy_framed.decompress_stream(block, verify=True) if compressed else block
-        return list(entries.block_entries(key_group, data, self.header, False))
+        if not self.checker.deep:
+            return entries.located_entries(key_group, data, self.header, prefix_bytes, _EDGE_KEYS)
+        found = list(entries.block_entries(key_group, data, self.header, False))
+        return len(found), found
 
     def _keys(
         self,

@@ -350,6 +350,34 @@ def block_entries(
         yield KeyedEntry(states[entry.state_id], key_group, entry.key, entry.value)
 
 
+def located_entries(
+    key_group: int,
+    block: keyed_blocks.Buffer,
+    header: KeyedStateHeader,
+    prefix_bytes: int,
+    limit: int,
+) -> tuple[int, list[KeyedEntry]]:
+    """The number of entries in one uncompressed block and the first `limit` of them, as
+    `block_entries` gives them: the block's layout is found by `entry_scan` (which walks it
+    exactly, with `block_entries`' errors, where its entries do not chain), so a large block
+    is checked whole without a Python step per entry."""
+    from statectl.formats import entry_scan  # numpy: not for commands that only copy blocks
+
+    states = header.states
+    key_starts, key_ends, value_ends, runs = entry_scan.locate(
+        block, key_group, prefix_bytes, len(states)
+    )
+    ids = [state_id for state_id, count in runs for _ in range(min(count, limit))][:limit]
+    view = memoryview(block)
+    found = []
+    for i, state_id in enumerate(ids):
+        key = bytearray(view[key_starts[i] : key_ends[i]])
+        key[0] &= ~keyed_blocks.FIRST_BIT_IN_BYTE_MASK
+        value = bytes(view[key_ends[i] + 4 : value_ends[i]])
+        found.append(KeyedEntry(states[state_id], key_group, bytes(key), value))
+    return len(key_starts), found
+
+
 def _state_entries(
     key_group: int,
     block: keyed_blocks.Buffer,
