@@ -27,7 +27,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats import snapshot_edits
@@ -49,6 +49,9 @@ from statectl.savepoint.keyed_rewrite import (
 )
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.operator_rewrite import OperatorStateChange
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
 SCHEMA = "schema"  # the new job's types: `schema_migration`
@@ -261,10 +264,16 @@ def _change(edit: StateEdit, meta: StateMetaInfo, codec: StateCodec) -> StateCha
     if edit.action == TTL_ON:
         last_access = edit.last_access if edit.last_access is not None else _now_ms()
         return StateChange(
-            meta=snapshot_edits.with_ttl, value=ttl_wrapper(meta.kind, codec, last_access)
+            meta=snapshot_edits.with_ttl,
+            value=ttl_wrapper(meta.kind, codec, last_access),
+            values=ttl_batch(meta.kind, wrap=last_access),
         )
     if edit.action == TTL_OFF:
-        return StateChange(meta=snapshot_edits.without_ttl, value=ttl_unwrapper(meta.kind, codec))
+        return StateChange(
+            meta=snapshot_edits.without_ttl,
+            value=ttl_unwrapper(meta.kind, codec),
+            values=ttl_batch(meta.kind),
+        )
     raise FormatError(f"unknown edit {edit.action!r}")
 
 
@@ -311,6 +320,62 @@ def ttl_unwrapper(kind: str, codec: StateCodec) -> Callable[[bytes], bytes]:
         element = _element_codec(codec)
         return lambda value: _join(_strip_timestamp(e) for e in _elements(element, value))
     return _strip_timestamp
+
+
+@dataclass(frozen=True)
+class TtlBatch:
+    """`ttl_wrapper` (`wrap`: the last-access time) or `ttl_unwrapper` of a VALUE or MAP
+    state's stored values, a batch at a time (an Arrow large_binary array), refusing the
+    first value they refuse with the same error: the timestamp goes in or out at the value's
+    start (a MAP value's: after its null flag)."""
+
+    kind: str
+    wrap: int | None = None
+
+    def __call__(self, values: pa.Array) -> pa.Array:
+        import pyarrow.compute as pc
+
+        from statectl.formats.values.batch_encode import join
+
+        at = 1 if self.kind == "MAP" else 0  # the null flag's byte
+        end = self._refuse(values, at) + 1  # past every value's end
+        head, rest = pc.binary_slice(values, 0, at), pc.binary_slice(values, at, end)
+        if self.wrap is not None:
+            stamp = (self.wrap & 0xFFFFFFFFFFFFFFFF).to_bytes(_TTL_TIMESTAMP_BYTES, "big")
+            return join(head, stamp, rest)
+        return join(head, pc.binary_slice(values, at + _TTL_TIMESTAMP_BYTES, end))
+
+    def _refuse(self, values: pa.Array, at: int) -> int:
+        """The error `_map_value` or `_strip_timestamp` raises for the first value they
+        refuse, if any; else the longest value's length."""
+        import numpy as np
+
+        from statectl.formats.values.batch_encode import data_of, lengths_of, offsets_of
+
+        lengths = lengths_of(values)
+        empty = (lengths == 0) if at else np.zeros(len(lengths), np.bool_)
+        data = np.append(data_of(values), np.uint8(0))  # a first byte for empty values too
+        null = ~empty & (data[offsets_of(values)[:-1]] == MAP_NULL_VALUE) if at else empty
+        short = lengths < at + _TTL_TIMESTAMP_BYTES if self.wrap is None else np.zeros_like(empty)
+        refused = empty | null | short
+        if not refused.any():
+            return int(lengths.max(initial=0))
+        first = int(refused.argmax())
+        if empty[first]:
+            raise FormatError("map value without its null flag")
+        if null[first]:
+            what = "unwrap" if self.wrap is None else "wrap"
+            raise FormatError(
+                f"a null map value: TTL cannot {what} it (Flink stores no time for it)"
+            )
+        length = int(lengths[first]) - at
+        raise FormatError(f"a TTL value of {length} bytes has no last-access time")
+
+
+def ttl_batch(kind: str, wrap: int | None = None) -> TtlBatch | None:
+    """The batch form of a TTL change of a `kind` state's values (None: a LIST's elements
+    are found one by one)."""
+    return TtlBatch(kind, wrap) if kind in ("VALUE", "MAP", "REDUCING", "AGGREGATING") else None
 
 
 def _strip_timestamp(value: bytes) -> bytes:

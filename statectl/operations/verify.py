@@ -163,6 +163,9 @@ def verify(
 # Written files' first and last blocks are walked entry by entry up to this size (a larger one
 # is checked by the other rules alone): a few reads per file, whatever the state's size.
 _EDGE_BLOCK_BYTES = 8 << 20
+# Edge blocks up to this size are walked entry by entry (milliseconds), larger ones located by
+# numpy (`entries.located_entries`), which a small command's output check does not load.
+_WALKED_EDGE_BYTES = 256 << 10
 _EDGE_KEYS = 512  # keys of an edge block whose key groups an output's check recomputes
 
 
@@ -837,10 +840,10 @@ class _BlockWalker:
             return len(found), found if self.checker.deep else found[:_EDGE_KEYS]
         compressed = self.header.compressed
         data = snappy_framed.decompress_stream(block, verify=True) if compressed else block
-        if not self.checker.deep:
+        if not self.checker.deep and len(data) > _WALKED_EDGE_BYTES:
             return entries.located_entries(key_group, data, self.header, prefix_bytes, _EDGE_KEYS)
         found = list(entries.block_entries(key_group, data, self.header, False))
-        return len(found), found
+        return len(found), found if self.checker.deep else found[:_EDGE_KEYS]
 
     def _keys(
         self,

@@ -15,10 +15,13 @@ import itertools
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+import numpy as np
 
 from statectl.errors import StatectlError
 from statectl.formats import entry_scan, keyed_blocks
+from statectl.formats.arrays import Int64s
 from statectl.formats.handles import HandleCode, KeyedHandle, KeyGroupsHandle, RelativeFileHandle
 from statectl.formats.java_types import key_group_prefix_bytes
 from statectl.formats.keyed_blocks import Buffer
@@ -31,11 +34,13 @@ from statectl.savepoint.entries import (
     KeyedSource,
     NativeKeyedFile,
 )
-from statectl.savepoint.entry_chunks import PackedRows
 from statectl.savepoint.files import OutputFile
 from statectl.savepoint.keyed import block_spans, iter_blocks
 from statectl.savepoint.native_writer import InstanceWriter
 from statectl.savepoint.storage import Location
+
+if TYPE_CHECKING:  # Arrow is loaded by the rewrites that change entries only
+    import pyarrow as pa
 
 Row = tuple[bytes, bytes]  # composite key (no flag), stored value
 ValueChange = Callable[[bytes], bytes]
@@ -56,6 +61,9 @@ class StateChange:
     drop: bool = False
     meta: Callable[[StateMetaInfo], StateMetaInfo] | None = None  # rename, TTL on/off
     value: ValueChange | None = None  # each stored value, as the new meta needs it
+    # `value` a batch at a time (stored values as an Arrow large_binary array), where the
+    # change allows: a canonical file's runs are then changed without a step per entry.
+    values: Callable[[pa.Array], pa.Array] | None = None
     # Replaced entries: the state's new rows by key group (composite keys of this operator's
     # max parallelism); the input's entries of the state are left out.
     rows: ReplacedRows | None = None
@@ -203,6 +211,8 @@ def _copied_blocks(
 
 
 def _run_bytes(state_id: int, rows: Sequence[Row]) -> bytes:
+    from statectl.savepoint.entry_chunks import PackedRows
+
     if isinstance(rows, PackedRows):
         return rows.run_bytes(state_id)  # by Arrow's kernels, not entry by entry
     return keyed_blocks.run_bytes(state_id, rows)
@@ -217,20 +227,64 @@ def _copy_runs(
     runs: dict[int, tuple[Buffer, ...]],
 ) -> None:
     """The carried runs of one block, by new state id: each its id and its entries."""
-    for state_id, start, end in entry_scan.run_spans(data, key_group, prefix, len(names)):
+    key_starts, key_ends, value_ends, located = entry_scan.locate(
+        data, key_group, prefix, len(names)
+    )
+    first = 0
+    for state_id, count in located:
+        run = slice(first, first + count)
+        first += count
         name = names[state_id]
         change = rewrite.changes.get(name, StateChange())
         if change.drop or change.replaces:
             continue
         new_id = rewrite.new_ids[name]
+        start, end = int(key_starts[run.start]) - 4, int(value_ends[run.stop - 1])
         if change.value is None:
             runs[new_id] = (_STATE_ID.pack(new_id), data[start:end])
-            continue
-        entries = keyed_blocks.iter_entries(
-            keyed_blocks.copied_run(0, data[start:end]) + _END, False
-        )
-        value = change.value
-        runs[new_id] = (keyed_blocks.run_bytes(new_id, [(e.key, value(e.value)) for e in entries]),)
+        elif change.values is not None:
+            positions = key_starts[run], key_ends[run], value_ends[run]
+            runs[new_id] = (_changed_run(new_id, data, positions, change.values),)
+        else:
+            entries = keyed_blocks.iter_entries(
+                keyed_blocks.copied_run(0, data[start:end]) + _END, False
+            )
+            value = change.value
+            changed = [(e.key, value(e.value)) for e in entries]
+            runs[new_id] = (keyed_blocks.run_bytes(new_id, changed),)
+
+
+def _changed_run(
+    state_id: int,
+    data: memoryview,
+    positions: tuple[Int64s, Int64s, Int64s],
+    change: Callable[[pa.Array], pa.Array],
+) -> bytes:
+    """A run of `data` (its entries' key starts, key ends, value ends) with its values changed
+    by `change` at once: keys (the run's last one keeps its flag) and new values joined by
+    Arrow's kernels, never an entry at a time."""
+    import pyarrow as pa
+
+    from statectl.formats.values.batch_encode import (
+        BINARY,
+        big_endian_lengths,
+        data_of,
+        join,
+        offsets_of,
+    )
+
+    key_starts, key_ends, value_ends = positions
+    # The run cut at every key's and value's bounds: key, value length, value, next key length…
+    bounds = np.stack([key_starts, key_ends, key_ends + 4, value_ends], axis=1).ravel()
+    pieces = pa.Array.from_buffers(
+        BINARY, len(bounds) - 1, [None, pa.py_buffer(bounds), pa.py_buffer(data)]
+    )
+    every_fourth = np.arange(0, len(bounds) - 1, 4, dtype=np.int64)
+    keys, values = pieces.take(every_fourth), pieces.take(every_fourth + 2)
+    changed = change(values)
+    entries = join(big_endian_lengths(keys), keys, big_endian_lengths(changed), changed)
+    offsets = offsets_of(entries)
+    return _STATE_ID.pack(state_id) + data_of(entries)[offsets[0] : offsets[-1]].tobytes()
 
 
 _END = keyed_blocks.END_OF_KEY_GROUP_MARK.to_bytes(2, "big")
