@@ -245,7 +245,10 @@ def _push_down_l0(each: _Source, folder: str) -> _Source:
     nothing else: its own trigger at one L0 file, level sizes too large to trigger more."""
     os.makedirs(folder)
     for name, path in each.paths.items():
-        _link_or_copy(path, os.path.join(folder, name))
+        if native.file_kind(name) == "SST":
+            _link_or_copy(path, os.path.join(folder, name))
+        else:  # RocksDB may append to its MANIFEST: the source's must not change
+            shutil.copyfile(path, os.path.join(folder, name))
     instance = each.source.instance
     options = _writable_options()
     families = _family_options(folder, instance, ())
