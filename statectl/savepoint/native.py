@@ -471,6 +471,11 @@ def culprits(text: str) -> list[str]:
     return _culprits(text)
 
 
+def check_scan_end(family: Rdict, read_options: Any, last_key: bytes | None) -> None:
+    """`_check_end` of a scan from the first key, for `native_files`."""
+    _check_end(family, read_options, b"", last_key)
+
+
 def check_live_files(db: Rdict, instance: NativeInstance) -> None:
     """`_check_live_files` for writers that open a copy of an instance."""
     _check_live_files(db, instance)

@@ -113,6 +113,7 @@ def assemble(
         origins = _write_union(kept, read, folder, families)
         before = _sst_sizes(folder)
         _clip(folder, read, key_groups, prefix_bytes, origins)
+        _verify_blocks(folder, read[0].source.instance, origins)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     after = set(_sst_sizes(folder))
@@ -389,6 +390,41 @@ def _clip(
                 family.compact_range(lo or None, hi, compact)
 
 
+def _verify_blocks(
+    folder: str, instance: NativeInstance, origins: dict[str, tuple[NativeInstance, str]]
+) -> None:
+    """Read every block of the clipped instance, checksums verified, as the row path does: the
+    files carried whole were never read (a keys-only scan; the blocks are read in RocksDB)."""
+    from rocksdict import AccessType, Options, Rdict, ReadOptions
+
+    read_options = ReadOptions()
+    read_options.set_verify_checksums(True)
+    read_options.fill_cache(False)
+    families = _family_options(folder, instance, ())
+    options = Options(raw_mode=True)
+    options.set_paranoid_checks(True)
+    try:
+        db = Rdict(
+            folder,
+            options=options,
+            column_families=families,
+            access_type=AccessType.read_only(),
+        )
+    except Exception as exc:  # rocksdict raises plain Exception
+        raise _error(exc, folder, instance, origins) from None
+    try:
+        for name in families:
+            family = db.get_column_family(name)
+            last = None
+            for key in family.keys(from_key=b"", read_opt=read_options):
+                last = key
+            native.check_scan_end(family, read_options, last)
+    except Exception as exc:  # a block failing its checksum
+        raise _error(exc, folder, instance, origins) from None
+    finally:
+        db.close()
+
+
 def _outside(key_groups: tuple[int, int], prefix_bytes: int) -> list[tuple[bytes, bytes]]:
     """The key ranges below and above the key groups (above: the prefix and one byte more,
     above every key)."""
@@ -424,7 +460,7 @@ def _family_options(
 
     try:
         families = native.column_family_options(folder, instance)
-    except FormatError as exc:
+    except (FormatError, OSError) as exc:  # OSError: an OPTIONS file RocksDB replaced
         raise NotByFiles(str(exc)) from None
     for each in families.values():
         table_settings(each)

@@ -57,6 +57,9 @@ class NativeOutput:
     families: tuple[str, ...]  # column families: the header's state names, by state id
     prefix_bytes: int  # key-group prefix of every key (1 up to 128 key groups, else 2)
     checkpoint_id: int  # of the savepoint the handles belong to
+    # Instances made of old instances only are assembled from their SST files
+    # (`native_files`); False: from their rows (the reference the tests compare with)
+    by_files: bool = True
 
 
 TABLE_FORMAT_VERSION = 4  # FRocksDB 6.20.3 reads up to 5; 4 is RocksDB's long-standing default

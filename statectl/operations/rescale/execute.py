@@ -323,7 +323,7 @@ def _by_files(
     """The instance assembled from the old instances' files, if the target is made of old
     instances only whose column families are the new header's states, by the same names;
     None (nothing done) when it cannot be, and rows move instead."""
-    if target.runs or target.heap or not target.native:
+    if target.runs or target.heap or not target.native or not how.by_files:
         return None
     for run in target.native:
         if any(how.families[state_id] != family for family, state_id in run.states):

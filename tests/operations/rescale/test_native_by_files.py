@@ -23,9 +23,8 @@ from statectl.formats import java_types, rocksdb_manifest
 from statectl.formats.handles import IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from statectl.formats.key_groups import key_group_range
 from statectl.formats.metadata import write_metadata
-from statectl.operations.rescale import execute
 from statectl.operations.rescale.job import RescaleReport, rescale
-from statectl.operations.rescale.plan import plan_rescale
+from statectl.operations.rescale.plan import RescalePlan, plan_rescale
 from statectl.savepoint import native
 from statectl.savepoint.native_writer import table_settings
 from statectl.savepoint.reader import open_savepoint
@@ -172,17 +171,15 @@ def test_the_source_has_several_levels(multi_level: Path) -> None:
 
 @pytest.mark.parametrize("parallelism", [3, 2])
 def test_rescaled_by_files_equals_the_row_path(
-    multi_level: Path, parallelism: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    multi_level: Path, parallelism: int, tmp_path: Path
 ) -> None:
     before = {p.name: p.read_bytes() for p in multi_level.iterdir()}
     by_files = rescale(
         plan_rescale(open_savepoint(str(multi_level)), parallelism), str(tmp_path / "f")
     )
-    with monkeypatch.context() as patched:
-        patched.setattr(execute, "_by_files", lambda *_: None)  # the row path
-        by_rows = rescale(
-            plan_rescale(open_savepoint(str(multi_level)), parallelism), str(tmp_path / "r")
-        )
+    by_rows = rescale(
+        _by_rows(plan_rescale(open_savepoint(str(multi_level)), parallelism)), str(tmp_path / "r")
+    )
     assert {p.name: p.read_bytes() for p in multi_level.iterdir()} == before  # untouched
     _assert_files_counted(by_files, by_rows, parallelism)
     entries = 0
@@ -197,6 +194,23 @@ def test_rescaled_by_files_equals_the_row_path(
                 assert _range_deletions(ours, family) == 0
                 entries += len(rows)
     assert entries == 3 * KEYS
+
+
+def _by_rows(plan: RescalePlan) -> RescalePlan:
+    """The plan with every native instance written from rows: the reference."""
+
+    def rows(target: Any) -> Any:
+        keyed = target.keyed
+        if keyed is None or keyed.output is None:
+            return target
+        output = dataclasses.replace(keyed.output, by_files=False)
+        return dataclasses.replace(target, keyed=dataclasses.replace(keyed, output=output))
+
+    operators = tuple(
+        op if op.targets is None else dataclasses.replace(op, targets=tuple(map(rows, op.targets)))
+        for op in plan.operators
+    )
+    return dataclasses.replace(plan, operators=operators)
 
 
 def _assert_files_counted(by_files: RescaleReport, by_rows: RescaleReport, q: int) -> None:
