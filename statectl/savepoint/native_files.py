@@ -41,7 +41,7 @@ from statectl.errors import FormatError
 from statectl.formats import rocksdb_manifest
 from statectl.formats.rocksdb_manifest import Manifest, SstFile, UnknownManifest
 from statectl.savepoint import native
-from statectl.savepoint.native import NativeFile, NativeInstance
+from statectl.savepoint.native import NativeInstance
 
 if TYPE_CHECKING:
     from rocksdict import Options, Rdict
@@ -110,10 +110,10 @@ def assemble(
     try:
         read, pushed = _one_l0_source(read, work)
         kept, left_out = _kept_files(read, key_groups, prefix_bytes)
-        origins = _write_union(kept, read, folder, families)
+        _write_union(kept, read, folder, families)
         before = _sst_sizes(folder)
-        _clip(folder, read, key_groups, prefix_bytes, origins)
-        _verify_blocks(folder, read[0].source.instance, origins)
+        _clip(folder, read, key_groups, prefix_bytes)
+        _verify_blocks(folder, read[0].source.instance)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     after = set(_sst_sizes(folder))
@@ -258,7 +258,7 @@ def _push_down_l0(each: _Source, folder: str) -> _Source:
         each_options.set_level_zero_file_num_compaction_trigger(1)
         each_options.set_level_compaction_dynamic_level_bytes(False)
         each_options.set_max_bytes_for_level_base(1 << 50)
-    with _open_writable(folder, options, families, instance, {}) as db:
+    with _open_writable(folder, options, families) as db:
         _wait_for_l0(db, list(families))
     names = {name: os.path.join(folder, name) for name in os.listdir(folder)}
     try:
@@ -297,19 +297,17 @@ def _write_union(
     read: Sequence[_Source],
     folder: str,
     families: Sequence[str],
-) -> dict[str, tuple[NativeInstance, str]]:
+) -> None:
     """The kept files linked into `folder` under new numbers, a MANIFEST over them, CURRENT and
-    a source's OPTIONS; which source file each new name is (for RocksDB's error messages)."""
+    a source's OPTIONS."""
     os.makedirs(folder)
     per_family: dict[str, list[SstFile]] = {name: [] for name in ("default", *families)}
-    origins: dict[str, tuple[NativeInstance, str]] = {}
     number = _FIRST_NUMBER
-    for each, files in zip(read, kept, strict=True):
+    for files in kept:
         for family, sst, path in files:
             name = _sst_name(number)
             _link_or_copy(path, os.path.join(folder, name))
             per_family[family].append(_renumbered(sst, number))
-            origins[name] = (each.source.instance, _sst_name(sst.number))
             number += 1
     last_sequence = max(each.manifest.last_sequence for each in read)
     manifest_name = f"MANIFEST-{number:06d}"
@@ -324,7 +322,6 @@ def _write_union(
     for name, path in original.items():
         if native.file_kind(name) == "OPTIONS":
             shutil.copyfile(path, os.path.join(folder, name))
-    return origins
 
 
 def _renumbered(sst: SstFile, number: int) -> SstFile:
@@ -364,7 +361,6 @@ def _clip(
     read: Sequence[_Source],
     key_groups: tuple[int, int],
     prefix_bytes: int,
-    origins: dict[str, tuple[NativeInstance, str]],
 ) -> None:
     """Delete every key group outside the new subtask, and compact only the deleted ranges."""
     from rocksdict import BottommostLevelCompaction, CompactOptions
@@ -378,7 +374,7 @@ def _clip(
     # leave with the rows they cover (inputs are only the files overlapping the ranges).
     compact.set_bottommost_level_compaction(BottommostLevelCompaction.force())
     ranges = _outside(key_groups, prefix_bytes)
-    with _open_writable(folder, options, families, instance, origins) as db:
+    with _open_writable(folder, options, families) as db:
         for name in families:
             family = db.get_column_family(name)
             # Only ranges holding a key: a tombstone over nothing could stay behind in a file
@@ -390,16 +386,13 @@ def _clip(
                 family.compact_range(lo or None, hi, compact)
 
 
-def _verify_blocks(
-    folder: str, instance: NativeInstance, origins: dict[str, tuple[NativeInstance, str]]
-) -> None:
+def _verify_blocks(folder: str, instance: NativeInstance) -> None:
     """Read every block of the clipped instance, checksums verified, as the row path does: the
     files carried whole were never read (a keys-only scan; the blocks are read in RocksDB)."""
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     read_options = ReadOptions()
     read_options.set_verify_checksums(True)
-    read_options.fill_cache(False)
     families = _family_options(folder, instance, ())
     options = Options(raw_mode=True)
     options.set_paranoid_checks(True)
@@ -411,16 +404,16 @@ def _verify_blocks(
             access_type=AccessType.read_only(),
         )
     except Exception as exc:  # rocksdict raises plain Exception
-        raise _error(exc, folder, instance, origins) from None
+        raise NotByFiles(native.local_text(exc, folder)) from None
     try:
         for name in families:
             family = db.get_column_family(name)
-            last = None
+            last: Any = None
             for key in family.keys(from_key=b"", read_opt=read_options):
                 last = key
             native.check_scan_end(family, read_options, last)
-    except Exception as exc:  # a block failing its checksum
-        raise _error(exc, folder, instance, origins) from None
+    except Exception as exc:  # a block failing its checksum: the row path names its file
+        raise NotByFiles(native.local_text(exc, folder)) from None
     finally:
         db.close()
 
@@ -469,52 +462,22 @@ def _family_options(
 
 
 @contextlib.contextmanager
-def _open_writable(
-    folder: str,
-    options: Options,
-    families: dict[str, Options],
-    instance: NativeInstance,
-    origins: dict[str, tuple[NativeInstance, str]],
-) -> Any:
-    """The instance in `folder` opened read-write; RocksDB's failures (a block failing its
-    checksum in a compaction or at close) as one line naming the source file."""
+def _open_writable(folder: str, options: Options, families: dict[str, Options]) -> Any:
+    """The instance in `folder` opened read-write. RocksDB's failures (a block failing its
+    checksum in a compaction or at close, a consistency check) are `NotByFiles`: the row path
+    then meets the same damage and names the source's file, or succeeds."""
     from rocksdict import Rdict
 
     try:
         db = Rdict(folder, options=options, column_families=families)
     except Exception as exc:  # rocksdict raises plain Exception
-        raise _error(exc, folder, instance, origins) from None
+        raise NotByFiles(native.local_text(exc, folder)) from None
     try:
         yield db
         db.close()  # reports what failed in a compaction too
     except Exception as exc:
         with contextlib.suppress(Exception):
             db.close()
-        if isinstance(exc, FormatError | NotByFiles):
+        if isinstance(exc, NotByFiles):
             raise
-        raise _error(exc, folder, instance, origins) from None
-
-
-def _error(
-    exc: Exception,
-    folder: str,
-    instance: NativeInstance,
-    origins: dict[str, tuple[NativeInstance, str]],
-) -> FormatError:
-    """RocksDB's message naming the source file behind a union's file name."""
-    text = native.local_text(exc, folder)
-    if "Corruption" not in text and "checksum mismatch" not in text:
-        return native.rocksdb_error(exc, folder, instance)
-    for culprit in native.culprits(text):
-        if culprit in origins:
-            source, name = origins[culprit]
-            file = next(f for f in source.files if f.local_path == name)
-            return _corrupt(source, file, text.replace(culprit, name))
-    return native.rocksdb_error(exc, folder, instance)
-
-
-def _corrupt(instance: NativeInstance, file: NativeFile, text: str) -> FormatError:
-    return FormatError(
-        f"{instance.description}: file {file.local_path} is corrupt ({text})",
-        file.stream.description,
-    )
+        raise NotByFiles(native.local_text(exc, folder)) from None
