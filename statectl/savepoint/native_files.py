@@ -93,6 +93,8 @@ class _Source:
     source: FileSource
     manifest: Manifest
     paths: dict[str, str]  # local name → path of a local file (the instance's or a copy's)
+    # SST local name → the old instance's file it is (None: a file RocksDB wrote here)
+    origins: dict[str, str | None]
 
 
 def assemble(
@@ -105,26 +107,35 @@ def assemble(
     """The new subtask's instance in `folder` (created), from `sources` in key-group order;
     `families` are its column families (the new header's states)."""
     read = [_read_source(source, prefix_bytes, families) for source in sources]
+    read_total = sum(len(each.origins) for each in read)
     work = folder + "-work"
     os.makedirs(work)
     try:
-        read, pushed = _one_l0_source(read, work)
+        read, pushed, skipped = _one_l0_source(read, work, key_groups, prefix_bytes, families)
         kept, left_out = _kept_files(read, key_groups, prefix_bytes)
-        _write_union(kept, read, folder, families)
-        before = _sst_sizes(folder)
+        left_out += skipped
+        origins = _write_union(kept, read, folder, families)
         _clip(folder, read, key_groups, prefix_bytes)
         _verify_blocks(folder, read[0].source.instance)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    after = set(_sst_sizes(folder))
-    whole = before.keys() & after
+    return _counts(folder, origins, read_total, left_out, pushed)
+
+
+def _counts(
+    folder: str, origins: dict[str, str | None], total: int, left_out: int, pushed: int
+) -> FileCounts:
+    """Every old file is left out, carried whole (still there: RocksDB never rewrites a file
+    in place) or rewritten by a compaction (the clipping or an L0 push-down)."""
+    sizes = _sst_sizes(folder)
+    whole = [name for name in sizes if origins.get(name) is not None]
     return FileCounts(
         carried=len(whole),
-        rewritten=len(before.keys() - after),
-        written=len(after - before.keys()),
+        rewritten=total - left_out - len(whole),
+        written=len(sizes) - len(whole),
         left_out=left_out,
         pushed_down=pushed,
-        carried_bytes=sum(before[name] for name in whole),
+        carried_bytes=sum(sizes[name] for name in whole),
     )
 
 
@@ -152,7 +163,10 @@ def _read_source(source: FileSource, prefix_bytes: int, families: Sequence[str])
     if live != handle:  # a damaged MANIFEST or handle: the row path names the culprit
         raise NotByFiles(f"{instance.description}: live files differ from the handle's")
     _check_owned(source, manifest, prefix_bytes)
-    return _Source(source, manifest, paths)
+    origins: dict[str, str | None] = {
+        name: path for name, path in paths.items() if native.file_kind(name) == "SST"
+    }
+    return _Source(source, manifest, paths, origins)
 
 
 def _local_paths(instance: NativeInstance) -> dict[str, str]:
@@ -222,56 +236,84 @@ def _kept_files(
 # --- Flink 1.x: L0 files of one source only -------------------------------------------------------
 
 
-def _one_l0_source(read: Sequence[_Source], work: str) -> tuple[list[_Source], int]:
-    """The sources with every L0 file but those of one source (the one with the most)
-    compacted into the level below, in linked copies; how many L0 files were compacted."""
+def _one_l0_source(
+    read: Sequence[_Source],
+    work: str,
+    key_groups: tuple[int, int],
+    prefix_bytes: int,
+    families: Sequence[str],
+) -> tuple[list[_Source], int, int]:
+    """The sources, every one but one (the one with the most L0 files) with L0 files replaced
+    by a copy clipped to the new subtask whose L0 RocksDB compacted into the level below; how
+    many L0 files were compacted, how many files the copies left out."""
     l0 = [_level0(each.manifest) for each in read]
     keep = max(range(len(read)), key=lambda n: l0[n])
-    out, pushed = [], 0
+    out, pushed, left_out = [], 0, 0
     for n, each in enumerate(read):
         if n == keep or not l0[n]:
             out.append(each)
             continue
-        out.append(_push_down_l0(each, os.path.join(work, f"l0-{n}")))
-        pushed += l0[n]
-    return out, pushed
+        folder = os.path.join(work, f"l0-{n}")
+        copy, count, skipped = _push_down_l0(each, folder, key_groups, prefix_bytes, families)
+        out.append(copy)
+        pushed += count
+        left_out += skipped
+    return out, pushed, left_out
 
 
 def _level0(manifest: Manifest) -> int:
     return sum(sst.level == 0 for ssts in manifest.families.values() for sst in ssts)
 
 
-def _push_down_l0(each: _Source, folder: str) -> _Source:
-    """A linked copy of the source whose L0 RocksDB compacted into the level below, and
-    nothing else: its own trigger at one L0 file, level sizes too large to trigger more."""
-    os.makedirs(folder)
-    for name, path in each.paths.items():
-        if native.file_kind(name) == "SST":
-            _link_or_copy(path, os.path.join(folder, name))
-        else:  # RocksDB may append to its MANIFEST: the source's must not change
-            shutil.copyfile(path, os.path.join(folder, name))
+def _push_down_l0(
+    each: _Source,
+    folder: str,
+    key_groups: tuple[int, int],
+    prefix_bytes: int,
+    families: Sequence[str],
+) -> tuple[_Source, int, int]:
+    """The source's files for the new subtask, clipped (as the union is, below), then its L0
+    compacted by RocksDB into the level below and nothing else: its own trigger at one L0
+    file, level sizes too large to trigger more. Clipped first, so that only the L0 files of
+    the new subtask's key groups are rewritten, not the whole source's. The copy, how many L0
+    files it compacted, how many files it left out."""
+    overlap = (max(key_groups[0], each.source.first), min(key_groups[1], each.source.last))
+    kept, left_out = _kept_files([each], overlap, prefix_bytes)
+    origins = _write_union(kept, [each], folder, families)
+    _clip(folder, [each], overlap, prefix_bytes)
+    clipped = _folder_source(each.source, folder, origins)
+    count = _level0(clipped.manifest)
+    if not count:
+        return clipped, 0, left_out
     instance = each.source.instance
     options = _writable_options()
-    families = _family_options(folder, instance, ())
-    for each_options in (options, *families.values()):
+    family_options = _family_options(folder, instance, ())
+    for each_options in (options, *family_options.values()):
         each_options.set_disable_auto_compactions(False)
         each_options.set_level_zero_file_num_compaction_trigger(1)
         each_options.set_level_compaction_dynamic_level_bytes(False)
         each_options.set_max_bytes_for_level_base(1 << 50)
-    with _open_writable(folder, options, families) as db:
-        _wait_for_l0(db, list(families))
+    with _open_writable(folder, options, family_options) as db:
+        _wait_for_l0(db, list(family_options))
+    pushed = _folder_source(each.source, folder, origins)
+    if _level0(pushed.manifest):
+        raise NotByFiles(f"{instance.description}: L0 files left after the L0 compaction")
+    return pushed, count, left_out
+
+
+def _folder_source(source: FileSource, folder: str, origins: dict[str, str | None]) -> _Source:
+    """The instance RocksDB (10.4, this process's) wrote in `folder`, as a source; `origins`
+    of the files linked there (the others RocksDB wrote)."""
     names = {name: os.path.join(folder, name) for name in os.listdir(folder)}
     try:
         with open(names["CURRENT"]) as current:
             manifest_name = current.read().strip()
         with open(names[manifest_name], "rb") as manifest_file:
             manifest = rocksdb_manifest.read(manifest_file.read())
-    except (KeyError, OSError, UnknownManifest) as exc:  # RocksDB 10.4's own MANIFEST
-        what = f"{instance.description}: MANIFEST after the L0 compaction: {exc}"
-        raise NotByFiles(what) from None
-    if _level0(manifest):
-        raise NotByFiles(f"{instance.description}: L0 files left after the L0 compaction")
-    return _Source(each.source, manifest, names)
+    except (KeyError, OSError, UnknownManifest) as exc:
+        raise NotByFiles(f"{source.instance.description}: a copy's MANIFEST: {exc}") from None
+    ssts = [name for name in names if native.file_kind(name) == "SST"]
+    return _Source(source, manifest, names, {name: origins.get(name) for name in ssts})
 
 
 def _wait_for_l0(db: Rdict, families: list[str]) -> None:
@@ -297,17 +339,19 @@ def _write_union(
     read: Sequence[_Source],
     folder: str,
     families: Sequence[str],
-) -> None:
+) -> dict[str, str | None]:
     """The kept files linked into `folder` under new numbers, a MANIFEST over them, CURRENT and
-    a source's OPTIONS."""
+    a source's OPTIONS; the old instance's file behind each new name (`_Source.origins`)."""
     os.makedirs(folder)
     per_family: dict[str, list[SstFile]] = {name: [] for name in ("default", *families)}
+    origins: dict[str, str | None] = {}
     number = _FIRST_NUMBER
-    for files in kept:
+    for each, files in zip(read, kept, strict=True):
         for family, sst, path in files:
             name = _sst_name(number)
             _link_or_copy(path, os.path.join(folder, name))
             per_family[family].append(_renumbered(sst, number))
+            origins[name] = each.origins[_sst_name(sst.number)]
             number += 1
     last_sequence = max(each.manifest.last_sequence for each in read)
     manifest_name = f"MANIFEST-{number:06d}"
@@ -322,6 +366,7 @@ def _write_union(
     for name, path in original.items():
         if native.file_kind(name) == "OPTIONS":
             shutil.copyfile(path, os.path.join(folder, name))
+    return origins
 
 
 def _renumbered(sst: SstFile, number: int) -> SstFile:
