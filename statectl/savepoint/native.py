@@ -471,9 +471,9 @@ def culprits(text: str) -> list[str]:
     return _culprits(text)
 
 
-def check_scan_end(family: Rdict, read_options: Any, last_key: bytes | None) -> None:
-    """`_check_end` of a scan from the first key, for `native_files`."""
-    _check_end(family, read_options, b"", last_key)
+def check_scan_end(family: Rdict, read_options: Any, lower: bytes, last_key: bytes | None) -> None:
+    """`_check_end`, for `native_files`."""
+    _check_end(family, read_options, lower, last_key)
 
 
 def check_live_files(db: Rdict, instance: NativeInstance) -> None:

@@ -116,7 +116,7 @@ def assemble(
         left_out += skipped
         origins = _write_union(kept, read, folder, families)
         _clip(folder, read, key_groups, prefix_bytes)
-        _verify_blocks(folder, read[0].source.instance)
+        _verify_blocks(folder, read[0].source.instance, origins)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return _counts(folder, origins, read_total, left_out, pushed)
@@ -431,13 +431,13 @@ def _clip(
                 family.compact_range(lo or None, hi, compact)
 
 
-def _verify_blocks(folder: str, instance: NativeInstance) -> None:
-    """Read every block of the clipped instance, checksums verified, as the row path does: the
-    files carried whole were never read (a keys-only scan; the blocks are read in RocksDB)."""
+def _verify_blocks(folder: str, instance: NativeInstance, origins: dict[str, str | None]) -> None:
+    """Read the blocks of the files carried whole, checksums verified, as the row path reads
+    every block: those files were never read (the clipping compaction verified its inputs'). A
+    keys-only scan of their key ranges; the blocks are read in RocksDB."""
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
-    read_options = ReadOptions()
-    read_options.set_verify_checksums(True)
+    ranges = _carried_ranges(folder, origins)
     families = _family_options(folder, instance, ())
     options = Options(raw_mode=True)
     options.set_paranoid_checks(True)
@@ -451,16 +451,50 @@ def _verify_blocks(folder: str, instance: NativeInstance) -> None:
     except Exception as exc:  # rocksdict raises plain Exception
         raise NotByFiles(native.local_text(exc, folder)) from None
     try:
-        for name in families:
+        for name, spans in ranges.items():
             family = db.get_column_family(name)
-            last: Any = None
-            for key in family.keys(from_key=b"", read_opt=read_options):
-                last = key
-            native.check_scan_end(family, read_options, last)
+            for lower, upper in spans:
+                read_options = ReadOptions()
+                read_options.set_verify_checksums(True)
+                read_options.set_iterate_upper_bound(upper + b"\x00")  # just above `upper`
+                last: Any = None
+                for key in family.keys(from_key=lower, read_opt=read_options):
+                    last = key
+                native.check_scan_end(family, read_options, lower, last)
     except Exception as exc:  # a block failing its checksum: the row path names its file
         raise NotByFiles(native.local_text(exc, folder)) from None
     finally:
         db.close()
+
+
+def _carried_ranges(
+    folder: str, origins: dict[str, str | None]
+) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Per column family, the user-key ranges (inclusive, merged) of the files carried whole,
+    from the MANIFEST RocksDB wrote on clipping."""
+    try:
+        with open(os.path.join(folder, "CURRENT")) as current:
+            manifest_name = current.read().strip()
+        with open(os.path.join(folder, manifest_name), "rb") as manifest_file:
+            manifest = rocksdb_manifest.read(manifest_file.read())
+    except (OSError, UnknownManifest) as exc:
+        raise NotByFiles(f"the clipped instance's MANIFEST: {exc}") from None
+    ranges: dict[str, list[tuple[bytes, bytes]]] = {}
+    for name, ssts in manifest.families.items():
+        spans = sorted(
+            (sst.smallest[:-8], sst.largest[:-8])
+            for sst in ssts
+            if origins.get(_sst_name(sst.number)) is not None
+        )
+        merged: list[tuple[bytes, bytes]] = []
+        for lower, upper in spans:
+            if merged and lower <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], upper))
+            else:
+                merged.append((lower, upper))
+        if merged:
+            ranges[name] = merged
+    return ranges
 
 
 def _outside(key_groups: tuple[int, int], prefix_bytes: int) -> list[tuple[bytes, bytes]]:
