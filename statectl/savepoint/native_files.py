@@ -20,16 +20,21 @@ subtask:
    forced to the bottommost level, so that only the files straddling a boundary are rewritten
    and the range tombstones leave with the rows they cover. RocksDB writes its own MANIFEST on
    that open, and that one is what Flink reads.
+5. The blocks of the files carried whole are read, checksums verified (a keys-only scan of
+   their key ranges, in RocksDB): the row path reads every block, and a damaged file must fail
+   here too (the clipping compaction verified the files it rewrote).
 
 No row passes through Python. What this module cannot do (a file not on local disk, a MANIFEST
 with anything `rocksdb_manifest` does not read, an instance whose files hold key groups it
-does not own, column families other than the new header's) raises `NotByFiles`, and the caller
-moves rows instead.
+does not own, column families other than the new header's) and any failure of RocksDB on the
+assembled instance raise `NotByFiles`: the caller moves rows instead, and meets the same
+damage, if any, naming the source's file as it always has.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import time
@@ -287,7 +292,7 @@ def _push_down_l0(
         return clipped, 0, left_out
     instance = each.source.instance
     options = _writable_options()
-    family_options = _family_options(folder, instance, ())
+    family_options = _family_options(folder, instance)
     for each_options in (options, *family_options.values()):
         each_options.set_disable_auto_compactions(False)
         each_options.set_level_zero_file_num_compaction_trigger(1)
@@ -370,15 +375,7 @@ def _write_union(
 
 
 def _renumbered(sst: SstFile, number: int) -> SstFile:
-    return SstFile(
-        sst.level,
-        number,
-        sst.size,
-        sst.smallest,
-        sst.largest,
-        sst.smallest_seqno,
-        sst.largest_seqno,
-    )
+    return dataclasses.replace(sst, number=number)
 
 
 def _link_or_copy(path: str, target: str) -> None:
@@ -413,7 +410,7 @@ def _clip(
     instance = read[0].source.instance
     options = _writable_options()
     options.set_paranoid_checks(True)  # RocksDB's consistency checks of our MANIFEST
-    families = _family_options(folder, instance, [])
+    families = _family_options(folder, instance)
     compact = CompactOptions()
     # Forced: the deleted ranges' bottommost files are rewritten too, so the range tombstones
     # leave with the rows they cover (inputs are only the files overlapping the ranges).
@@ -438,7 +435,7 @@ def _verify_blocks(folder: str, instance: NativeInstance, origins: dict[str, str
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     ranges = _carried_ranges(folder, origins)
-    families = _family_options(folder, instance, ())
+    families = _family_options(folder, instance)
     options = Options(raw_mode=True)
     options.set_paranoid_checks(True)
     try:
@@ -523,9 +520,7 @@ def _writable_options() -> Options:
     return options
 
 
-def _family_options(
-    folder: str, instance: NativeInstance, extra: Sequence[str]
-) -> dict[str, Options]:
+def _family_options(folder: str, instance: NativeInstance) -> dict[str, Options]:
     """The column families' options from the OPTIONS file in `folder` (Flink's merge operator
     for list state), tables as `native_writer` writes them, automatic compactions off."""
     from statectl.savepoint.native_writer import table_settings
