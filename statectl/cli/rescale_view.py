@@ -214,6 +214,17 @@ def _rescaled_operator_json(op: RescaledOperator) -> dict[str, Any]:
         # the key-group blocks written per new subtask, as `--dry-run` predicts them
         **({"keyed_block_bytes": list(op.keyed_loads.subtask_bytes)} if op.keyed_loads else {}),
         "keyed_max_over_mean": _rounded(op.keyed_skew),
+        # RocksDB instances assembled from the old instances' SST files
+        **({"sst_files": _sst_files_json(op)} if op.sst_files is not None else {}),
+    }
+
+
+def _sst_files_json(op: RescaledOperator) -> dict[str, int]:
+    files = op.sst_files
+    assert files is not None
+    return {
+        **pick_fields(files, "carried", "rewritten", "written", "left_out", "pushed_down"),
+        "carried_bytes": files.carried_bytes,
     }
 
 
@@ -244,6 +255,14 @@ def print_rescale_report(report: RescaleReport) -> None:
         for op in report.operators
     ]
     print_table(columns, rows)
+    for op in report.operators:
+        files = op.sst_files
+        if files is not None:
+            print_line(
+                f"{op.uid or op.id}: RocksDB SST files carried whole {files.carried} "
+                f"({human_bytes(files.carried_bytes)}), rewritten {files.rewritten} "
+                f"(into {files.written}), left out {files.left_out}"
+            )
     print_tasks_run(report.tasks_run)
 
 

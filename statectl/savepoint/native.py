@@ -461,6 +461,21 @@ def rocksdb_error(exc: Exception, folder: str, instance: NativeInstance) -> Form
     return FormatError(f"RocksDB: {_local_text(exc, folder)}", instance.description)
 
 
+def local_text(exc: Exception, folder: str) -> str:
+    """`_local_text` for writers that open a copy of an instance (`native_files`)."""
+    return _local_text(exc, folder)
+
+
+def culprits(text: str) -> list[str]:
+    """`_culprits` for writers that open instances of their own making (`native_files`)."""
+    return _culprits(text)
+
+
+def check_scan_end(family: Rdict, read_options: Any, lower: bytes, last_key: bytes | None) -> None:
+    """`_check_end`, for `native_files`."""
+    _check_end(family, read_options, lower, last_key)
+
+
 def check_live_files(db: Rdict, instance: NativeInstance) -> None:
     """`_check_live_files` for writers that open a copy of an instance."""
     _check_live_files(db, instance)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import operator as operators
+import shutil
 import struct
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -37,6 +38,7 @@ from statectl.operations.rescale.rekey import Chunk, RekeyOperator
 from statectl.savepoint import native
 from statectl.savepoint.entries import HeapKeyGroup, heap_key_group_rows
 from statectl.savepoint.files import CopyTask, OutputFile, copy_file
+from statectl.savepoint.native_files import FileCounts, FileSource, NotByFiles, assemble
 from statectl.savepoint.native_writer import InstanceWriter, NativeOutput
 from statectl.savepoint.storage import Location, locate
 
@@ -51,6 +53,7 @@ class SubtaskResult:
     index: int
     keyed: KeyGroupsHandle | IncrementalKeyedHandle | None
     operator: OperatorStateHandle | None
+    sst_files: FileCounts | None = None  # a RocksDB instance assembled by files
 
 
 Task = SubtaskTarget | CopyTask
@@ -99,20 +102,22 @@ def run_task(task: Task, output_url: str, storage_options: dict[str, Any] | None
     output = locate(output_url, storage_options)
     if isinstance(task, CopyTask):
         return copy_file(task, output)
-    keyed = _write_keyed(task.keyed, output, f"{task.file_prefix}-keyed") if task.keyed else None
+    name = f"{task.file_prefix}-keyed"
+    keyed: KeyGroupsHandle | IncrementalKeyedHandle | None = None
+    counts = None
+    if task.keyed is not None and task.keyed.output is not None:
+        keyed, counts = write_native_keyed(task.keyed, task.keyed.output, output, name)
+    elif task.keyed is not None:
+        keyed = _write_keyed(task.keyed, output, name)
     operator = (
         _write_operator(task.operator, output, f"{task.file_prefix}-operator")
         if task.operator
         else None
     )
-    return SubtaskResult(task.operator_id, task.index, keyed, operator)
+    return SubtaskResult(task.operator_id, task.index, keyed, operator, counts)
 
 
-def _write_keyed(
-    target: KeyedTarget, output: Location, name: str
-) -> KeyGroupsHandle | IncrementalKeyedHandle:
-    if target.output is not None:
-        return write_native_keyed(target, target.output, output, name)
+def _write_keyed(target: KeyedTarget, output: Location, name: str) -> KeyGroupsHandle:
     first, last = target.key_groups
     offsets = [0] * (last - first + 1)
     out = OutputFile(output.child(name))
@@ -280,14 +285,18 @@ def _keyed_handle(
 
 def write_native_keyed(
     target: KeyedTarget, how: NativeOutput, output: Location, name: str
-) -> IncrementalKeyedHandle:
-    """A new subtask's RocksDB instance from canonical block runs, heap-format runs and old
-    instances' rows.
+) -> tuple[IncrementalKeyedHandle, FileCounts | None]:
+    """A new subtask's RocksDB instance: assembled from the old instances' SST files when it
+    is made of old instances only (`native_files`), else from canonical block runs,
+    heap-format runs and old instances' rows; what became of the SST files, if by files.
 
     Runs come in key-group order, so each column family receives its rows ascending; the
     entries of a canonical block or heap-format key group are sorted per state (the hashmap
     backend writes them in its maps' order, RocksDB's iterator in key order)."""
     with InstanceWriter(how.families, target.key_groups, how.prefix_bytes) as instance:
+        counts = _by_files(target, how, instance)
+        if counts is not None:
+            return instance.finish(target.header, output, name, how.checkpoint_id), counts
         others = list(target.native)
         if not target.runs and others:  # the widest old instance clipped by RocksDB
             widest = max(others, key=lambda run: run.last - run.first)
@@ -305,7 +314,29 @@ def write_native_keyed(
                     first, last = native_run.first, native_run.last
                     rows = db.rows(family, first, last, native_run.prefix_bytes)
                     instance.put_rows(state_id, rows)
-        return instance.finish(target.header, output, name, how.checkpoint_id)
+        return instance.finish(target.header, output, name, how.checkpoint_id), None
+
+
+def _by_files(
+    target: KeyedTarget, how: NativeOutput, instance: InstanceWriter
+) -> FileCounts | None:
+    """The instance assembled from the old instances' files, if the target is made of old
+    instances only whose column families are the new header's states, by the same names;
+    None (nothing done) when it cannot be, and rows move instead."""
+    if target.runs or target.heap or not target.native or not how.by_files:
+        return None
+    for run in target.native:
+        if any(how.families[state_id] != family for family, state_id in run.states):
+            return None
+    sources = [FileSource(run.instance, run.first, run.last) for run in target.native]
+    folder = instance.folder + "/db"
+    try:
+        counts = assemble(sources, folder, target.key_groups, how.prefix_bytes, how.families)
+    except NotByFiles:
+        shutil.rmtree(folder, ignore_errors=True)
+        return None
+    instance.use_instance(folder)
+    return counts
 
 
 def _put_block_run(instance: InstanceWriter, run: BlockRun, compressed: bool) -> None:

@@ -54,6 +54,7 @@ from statectl.operations.rescale.rekey import (
 from statectl.progress import Progress, ProgressCallback, finished
 from statectl.savepoint import native, writer
 from statectl.savepoint.keyed import keyed_handle_bytes, operator_handle_bytes
+from statectl.savepoint.native_files import FileCounts
 from statectl.savepoint.relocate import CopyNames, carry_over
 from statectl.savepoint.storage import locate
 
@@ -75,6 +76,8 @@ class OperatorReport:
     # Canonical keyed state written: its key-group blocks' bytes per new subtask, measured as
     # `rescale --dry-run` predicts them (`load.block_loads`).
     keyed_loads: SubtaskLoads | None = None
+    # RocksDB instances assembled from the old instances' SST files: what became of the files
+    sst_files: FileCounts | None = None
 
     @property
     def keyed_skew(self) -> float | None:
@@ -204,7 +207,11 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
     sizes: dict[str, list[int]] = {}
     keyed_sizes: dict[str, dict[int, int]] = {}
     blocks: dict[str, list[CanonicalFile | None]] = {}  # None: keyed state not in blocks
+    sst_files: dict[str, FileCounts] = {}
     for result in results:
+        if isinstance(result, SubtaskResult) and result.sst_files is not None:
+            counted = sst_files.get(result.operator_id, FileCounts())
+            sst_files[result.operator_id] = counted + result.sst_files
         if isinstance(result, SubtaskResult):
             keyed, operator = result.keyed, result.operator
             if keyed:
@@ -232,6 +239,7 @@ def report(plan: RescalePlan, results: list[Result], destination: str) -> Rescal
                 *_keyed_formats(p),
                 _per_subtask(keyed_sizes.get(p.operator.operator_id_hex), p.new_parallelism),
                 _block_loads(blocks.get(p.operator.operator_id_hex), p),
+                sst_files.get(p.operator.operator_id_hex),
             )
             for p in plan.operators
         ),
