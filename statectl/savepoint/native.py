@@ -291,6 +291,12 @@ def copy_files(instance: NativeInstance, folder: str) -> None:
         _gather(file, os.path.join(folder, file.local_path), link=False)
 
 
+def fetch_file(file: NativeFile, target: str) -> None:
+    """One file of an instance copied to the local path `target`: downloaded, written from
+    its inline bytes or its segment of a merged file, or copied."""
+    _gather(file, target, link=False)
+
+
 def _gather(file: NativeFile, target: str, link: bool = True) -> None:
     """Local files are linked (copied unless `link`), inline ones written, remote ones
     downloaded, segments copied."""

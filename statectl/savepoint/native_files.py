@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import os
 import shutil
 import time
@@ -111,11 +112,11 @@ def assemble(
 ) -> FileCounts:
     """The new subtask's instance in `folder` (created), from `sources` in key-group order;
     `families` are its column families (the new header's states)."""
-    read = [_read_source(source, prefix_bytes, families) for source in sources]
-    read_total = sum(len(each.origins) for each in read)
     work = folder + "-work"
     os.makedirs(work)
     try:
+        read = [_read_source(source, prefix_bytes, families, folder) for source in sources]
+        read_total = sum(len(each.origins) for each in read)
         read, pushed, skipped = _one_l0_source(read, work, key_groups, prefix_bytes, families)
         kept, left_out = _kept_files(read, key_groups, prefix_bytes)
         left_out += skipped
@@ -124,6 +125,7 @@ def assemble(
         _verify_blocks(folder, read[0].source.instance, origins)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(_fetched(folder), ignore_errors=True)
     return _counts(folder, origins, read_total, left_out, pushed)
 
 
@@ -147,10 +149,12 @@ def _counts(
 # --- the sources ----------------------------------------------------------------------------------
 
 
-def _read_source(source: FileSource, prefix_bytes: int, families: Sequence[str]) -> _Source:
+def _read_source(
+    source: FileSource, prefix_bytes: int, families: Sequence[str], folder: str
+) -> _Source:
     """The source's MANIFEST read and checked against its handle and the new header."""
     instance = source.instance
-    paths = _local_paths(instance)
+    paths = _local_paths(instance, folder)
     try:
         with open(paths["CURRENT"]) as current:
             manifest_name = current.read().strip()
@@ -174,15 +178,30 @@ def _read_source(source: FileSource, prefix_bytes: int, families: Sequence[str])
     return _Source(source, manifest, paths, origins)
 
 
-def _local_paths(instance: NativeInstance) -> dict[str, str]:
-    """Local name → path of every file of the instance, all on local disk, whole files."""
+def _local_paths(instance: NativeInstance, folder: str) -> dict[str, str]:
+    """Local name → path of every file of the instance on local disk, whole: a file on other
+    storage (or a segment of a merged file) is fetched first, as the row path reads it, beside
+    the new instance's `folder` (removed once it is assembled)."""
+    scratch = os.path.join(
+        _fetched(folder), hashlib.sha1(instance.description.encode()).hexdigest()
+    )
     paths = {}
     for file in instance.files:
         location = file.stream.location
-        if location is None or not location.is_local or file.segment:
-            raise NotByFiles(f"{instance.description}: {file.local_path} is not a local file")
-        paths[file.local_path] = location.path
+        if location is not None and location.is_local and not file.segment:
+            paths[file.local_path] = location.path
+            continue
+        target = os.path.join(scratch, file.local_path)
+        if not os.path.exists(target):
+            os.makedirs(scratch, exist_ok=True)
+            native.fetch_file(file, target)
+        paths[file.local_path] = target
     return paths
+
+
+def _fetched(folder: str) -> str:
+    """Where the files of sources on other storage are fetched to."""
+    return folder + "-sources"
 
 
 def _check_owned(source: FileSource, manifest: Manifest, prefix_bytes: int) -> None:
@@ -367,7 +386,7 @@ def _write_union(
         current.write(manifest_name + "\n")
     # Every OPTIONS file of the first source as its handle names them (the opens below check
     # them by those names); a pushed-down copy's RocksDB may have replaced its own.
-    original = _local_paths(read[0].source.instance)
+    original = _local_paths(read[0].source.instance, folder)
     for name, path in original.items():
         if native.file_kind(name) == "OPTIONS":
             shutil.copyfile(path, os.path.join(folder, name))
