@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+from statectl.formats.java_types import write_varint
 from statectl.formats.snappy_framed import masked_crc32c
 
 _BLOCK = 32768
@@ -89,17 +90,8 @@ def _slice(data: bytes, pos: int) -> tuple[bytes, int]:
     return data[pos : pos + length], pos + length
 
 
-def _put_varint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def _put_slice(value: bytes) -> bytes:
-    return _put_varint(len(value)) + value
+    return write_varint(len(value)) + value
 
 
 # --- log records -----------------------------------------------------------------------------
@@ -276,27 +268,27 @@ def encode(
     if not families or families[0][0] != "default":
         raise ValueError("the first column family must be 'default'")
     head = (
-        _put_varint(_COMPARATOR) + _put_slice(comparator.encode())
-        + _put_varint(_LOG_NUMBER) + _put_varint(0)
-        + _put_varint(_NEXT_FILE) + _put_varint(next_file_number)
-        + _put_varint(_LAST_SEQUENCE) + _put_varint(last_sequence)
-        + _put_varint(_MAX_COLUMN_FAMILY) + _put_varint(len(families) - 1)
+        write_varint(_COMPARATOR) + _put_slice(comparator.encode())
+        + write_varint(_LOG_NUMBER) + write_varint(0)
+        + write_varint(_NEXT_FILE) + write_varint(next_file_number)
+        + write_varint(_LAST_SEQUENCE) + write_varint(last_sequence)
+        + write_varint(_MAX_COLUMN_FAMILY) + write_varint(len(families) - 1)
     )  # fmt: skip
     edits = [head]
     for cf, (name, files) in enumerate(families):
-        family = _put_varint(_COLUMN_FAMILY) + _put_varint(cf) if cf else b""
+        family = write_varint(_COLUMN_FAMILY) + write_varint(cf) if cf else b""
         if cf:  # RocksDB adds a column family in an edit of its own
             edits.append(
-                family + _put_varint(_COLUMN_FAMILY_ADD) + _put_slice(name.encode())
-                + _put_varint(_COMPARATOR) + _put_slice(comparator.encode())
+                family + write_varint(_COLUMN_FAMILY_ADD) + _put_slice(name.encode())
+                + write_varint(_COMPARATOR) + _put_slice(comparator.encode())
             )  # fmt: skip
-        edit = family + _put_varint(_LOG_NUMBER) + _put_varint(0)
+        edit = family + write_varint(_LOG_NUMBER) + write_varint(0)
         for sst in files:
             edit += (
-                _put_varint(_NEW_FILE4) + _put_varint(sst.level) + _put_varint(sst.number)
-                + _put_varint(sst.size) + _put_slice(sst.smallest) + _put_slice(sst.largest)
-                + _put_varint(sst.smallest_seqno) + _put_varint(sst.largest_seqno)
-                + _put_varint(_TERMINATE)
+                write_varint(_NEW_FILE4) + write_varint(sst.level) + write_varint(sst.number)
+                + write_varint(sst.size) + _put_slice(sst.smallest) + _put_slice(sst.largest)
+                + write_varint(sst.smallest_seqno) + write_varint(sst.largest_seqno)
+                + write_varint(_TERMINATE)
             )  # fmt: skip
         edits.append(edit)
     return encode_records(edits)
