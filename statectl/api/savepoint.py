@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from statectl.execution.engine import Engine
     from statectl.operations.check import CheckReport
     from statectl.operations.migrate import MigrationReport
     from statectl.operations.positions import PositionsReport
@@ -203,6 +204,7 @@ class Savepoint:
                 destination, self.location, storage_options, source_options
             ),
             progress=progress,
+            engine=_frames_engine(self._edits),
         )
 
     def __repr__(self) -> str:
@@ -330,7 +332,7 @@ class State:
 
     def replace(
         self,
-        rows: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table],
+        rows: pa.Table | pa.RecordBatchReader | Iterable[pa.RecordBatch | pa.Table] | Any,
         classpath: Sequence[str] = (),
     ) -> tuple[str, ...]:
         """Make `rows` (this state's columns, as `to_arrow()` gives them) the state's entries
@@ -339,18 +341,24 @@ class State:
         (a `pyarrow.RecordBatchReader`, or any iterable of record batches or tables, read
         once): keyed state's rows are encoded batch by batch and spilled to local disk sorted
         by key group (`$STATECTL_LOCAL_DIR`, else the temp dir), so memory stays bounded
-        whatever their number. Rows that do not fit the state raise `StatectlError` naming the
-        column or row, and nothing is recorded; so does a null in a POJO field that the job's
-        class (`classpath`: its jars or class folders) declares primitive. Returns the
-        warnings: nulls in POJO fields of classes not read (the report of `Savepoint.write`
-        lists them too)."""
-        from statectl.operations.transform import replacement
+        whatever their number. Or, for keyed state, a Spark DataFrame: its own tasks encode
+        the rows, Spark's shuffle takes them to the tasks writing each subtask's file when the
+        savepoint is written (in that DataFrame's session), and no row reaches this process.
+        Rows that do not fit the state raise `StatectlError` naming the column or row, and
+        nothing is recorded; so does a null in a POJO field that the job's class (`classpath`:
+        its jars or class folders) declares primitive. Returns the warnings: nulls in POJO
+        fields of classes not read (the report of `Savepoint.write` lists them too; a
+        DataFrame's are known once written)."""
+        from statectl.operations.transform import frame_edit, replacement
         from statectl.savepoint.classpath import ClassPath
 
         sp = self.operator.savepoint.parsed
         with ClassPath(classpath) as classes:
             job_classes = classes if classes.entries else None
-            edit = replacement(sp, self.operator.id, self.name, rows, job_classes)
+            if _is_spark_frame(rows):
+                edit = frame_edit(sp, self.operator.id, self.name, rows, job_classes)
+            else:
+                edit = replacement(sp, self.operator.id, self.name, rows, job_classes)
         self._edit(edit)
         return edit.warnings
 
@@ -416,3 +424,19 @@ def read_split(split: ReadSplit, codec: StateCodec | None = None) -> Iterator[pa
 
 def _holds(file: OperatorFile, state: str) -> bool:
     return any(s.name == state for s in file.handle.states)
+
+
+def _is_spark_frame(rows: object) -> bool:
+    """Whether `rows` is a PySpark DataFrame (without importing pyspark for other rows)."""
+    return type(rows).__module__.startswith("pyspark.sql") and hasattr(rows, "mapInArrow")
+
+
+def _frames_engine(edits: Sequence[StateEdit]) -> Engine | None:
+    """The Spark of the DataFrames that replace states, whose shuffle writes them (the active
+    context, theirs); None without such a state: this process's engine."""
+    frames = [e.feed.frame for e in edits if e.feed is not None and e.feed.frame is not None]
+    if not frames:
+        return None
+    from statectl.execution.spark import SparkEngine
+
+    return SparkEngine(frames[0].sparkSession.sparkContext.master)

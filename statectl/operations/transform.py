@@ -295,6 +295,35 @@ def sql_edit(
     return StateEdit(operator, state, REPLACE, feed=feed)
 
 
+def frame_edit(
+    source: Savepoint,
+    operator: str,
+    state: str,
+    frame: Any,
+    classpath: ClassFinder | None = None,
+) -> StateEdit:
+    """The edit that makes a Spark DataFrame's rows (the state's columns) the entries of keyed
+    state `state`: the frame's own tasks encode them, Spark's shuffle routes them to the task
+    writing their subtask, and no row reaches this process. Its columns are checked here, on
+    no rows: one that does not fit the state is a StatectlError naming it."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    from statectl.execution.spark import chunk_frame
+
+    target = keyed_target(source, operator, state, classpath)
+    if target is None:
+        raise StatectlError(
+            f"state {state!r} is operator state: replace it with a table "
+            "(a DataFrame's rows: `State.replace(frame.toArrow())`)",
+            entries.operator_label(source.find_operator(operator)),
+        )
+    empty = to_arrow_schema(frame.schema, timezone="UTC").empty_table()
+    replacement(source, operator, state, empty, classpath)  # refuses what does not fit
+    chunks = chunk_frame(frame, functools.partial(_frame_chunks, target))
+    feed = RowFeed(target.describe_key, frame=chunks, warnings=target.warnings)
+    return StateEdit(operator, state, REPLACE, feed=feed)
+
+
 def _frame_chunks(
     target: KeyedTarget, batches: Iterator[pa.RecordBatch], partition: int
 ) -> Iterator[Chunk]:

@@ -163,3 +163,49 @@ def test_a_value_spark_cannot_write_back_aborts(registered: Any, tmp_path: Path)
     with pytest.raises(Exception, match="key 'k05' appears more than once"):
         write(twice, src, "pojo", dst)
     assert _names(tmp_path) == []
+
+
+# --- State.replace(DataFrame): Spark's shuffle writes the files --------------------------------
+
+
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_a_dataframe_replaces_a_state_as_the_writer_does(
+    registered: Any, fixture: str, tmp_path: Path
+) -> None:
+    """`State.replace(frame)` then `Savepoint.write`: the frame's tasks encode, Spark's shuffle
+    takes the entries to the task writing each subtask's file. The output holds what the
+    data source writer's of the same rows holds, state by state (entries in another order
+    within a key group, which Flink does not keep)."""
+    src = source(fixture)
+    edited = pojo_edit(registered, read(registered, src, "pojo"))
+    write(edited, src, "pojo", tmp_path / "by-writer")
+    sp = statectl.open(src)
+    assert sp.operator("values").state("pojo").replace(edited) == ()
+    report = sp.write(str(tmp_path / "by-shuffle"))
+    assert dict(report.tasks_run).get("spark", 0) > 0
+    assert entries(str(tmp_path / "by-shuffle"), "pojo") == pojo_expected(src)
+    assert _names(tmp_path / "by-shuffle") == _names(tmp_path / "by-writer")
+    for state in statectl.open(src).operator("values").states:
+        written = [
+            entries(str(tmp_path / name), state.name) for name in ("by-writer", "by-shuffle")
+        ]
+        assert repr(written[1]) == repr(written[0])  # repr: NaN equals NaN
+
+
+def test_a_dataframe_that_does_not_fit_is_refused_before_any_task(
+    registered: Any, tmp_path: Path
+) -> None:
+    src = source("2.3.0-hashmap-canonical")
+    bad = read(registered, src, "pojo").selectExpr("key", "namespace", "value.name AS value")
+    with pytest.raises(statectl.StatectlError, match=r"column 'value': expected struct<"):
+        statectl.open(src).operator("values").state("pojo").replace(bad)
+
+
+def test_a_dataframe_with_a_key_twice_writes_nothing(registered: Any, tmp_path: Path) -> None:
+    src, dst = source("2.3.0-rocksdb-native"), tmp_path / "dst"
+    frame = read(registered, src, "pojo")
+    sp = statectl.open(src)
+    sp.operator("values").state("pojo").replace(frame.unionByName(frame.where("key = 'k05'")))
+    with pytest.raises(statectl.StatectlError, match="key 'k05' appears more than once"):
+        sp.write(str(dst))
+    assert _names(tmp_path) == []
