@@ -2,13 +2,17 @@
 
 Usage: python -m bench.native_bench [--gib 1.0] [--work DIR] [--keep]
 
-The savepoint is built from the committed Flink 2.3 fixture `rocksdb_native_full`: its
-`_metadata`, meta files and operator state are Flink's; the two RocksDB instances of `keyed-str`
-are replaced by larger ones written with rocksdict in Flink's layout (column families named by
-the states, rows keyed by key-group prefix ‖ StringSerializer key ‖ VoidNamespace, list values
-`,`-joined longs), each key in the key group Flink assigns it. Reported: wall time of
-`statectl convert` and `statectl rescale -p 3` as a ratio to `cp -r` of the same savepoint, and
-peak RSS of the statectl process tree (driver, Spark JVM and Python workers together, sampled).
+The savepoint is written at parallelism 4, as a running job leaves it: the committed Flink 2.3
+fixture `rocksdb_native_full` rescaled to 4 by statectl (its meta files and operator state), the
+four RocksDB instances of `keyed-str` replaced by larger ones written with rocksdict in Flink's
+layout (column families named by the states, rows keyed by key-group prefix ‖ StringSerializer
+key ‖ VoidNamespace, list values `,`-joined longs), each key in the key group Flink assigns it.
+Keys arrive in no order and RocksDB keeps Flink's default sizes (64 MiB memtables and files,
+256 MiB for L1, compaction from 4 L0 files), so each instance has overlapping L0 files over
+levels below them. Reported: wall time of `cp -r`, `statectl rescale -p 3` (by SST files, with
+what became of the files), `statectl convert` (to canonical) and `statectl rescale
+--max-parallelism` (a re-hash of every row) as a ratio to `cp -r` of the same savepoint, and the
+peak RSS of the statectl process tree (driver, worker processes, Spark's JVM if any; sampled).
 
 With `--restore KEYS`: a native savepoint of KEYS keys (small lists) is restored by real Flink
 2.3 with the RocksDB backend, at its own parallelism, at `--q` (Flink rescales), and as
@@ -123,6 +127,123 @@ def build(
     return target
 
 
+FAMILIES = ("cnt", "lst", "mp", "_timer_state/processing_user-timers",
+            "_timer_state/event_user-timers")  # fmt: skip
+FLINK_SIZES = {  # RocksDB's defaults, which Flink's predefined options keep (bytes)
+    "write_buffer": 64 << 20, "target_file": 64 << 20, "level_base": 256 << 20,
+}  # fmt: skip
+
+
+def _write_levelled_instance(
+    folder: Path, keys: list[bytes], seed: int, sizes: dict[str, int], elements: int
+) -> None:
+    """An instance as a running job leaves it: keys written in no order, compactions done."""
+    from rocksdict import Options, Rdict, WriteOptions
+
+    from statectl.formats import rocksdb_manifest
+    from statectl.savepoint.native_writer import table_settings
+
+    def options() -> Options:
+        each = Options(raw_mode=True)
+        table_settings(each)
+        each.set_write_buffer_size(sizes["write_buffer"])
+        each.set_target_file_size_base(sizes["target_file"])
+        each.set_max_bytes_for_level_base(sizes["level_base"])
+        each.set_level_zero_file_num_compaction_trigger(4)
+        return each
+
+    db_options = options()
+    db_options.create_if_missing(True)
+    db_options.create_missing_column_families(True)
+    db = Rdict(str(folder), options=db_options, column_families={n: options() for n in FAMILIES})
+    no_wal = WriteOptions()
+    no_wal.disable_wal = True
+    rng = random.Random(seed)
+    order = list(keys)
+    rng.shuffle(order)
+    cnt, lst, mp = (db.get_column_family(n) for n in ("cnt", "lst", "mp"))
+    for family in (cnt, lst, mp):
+        family.set_write_options(no_wal)
+    for key in order:
+        cnt[key] = rng.getrandbits(64).to_bytes(8, "big")
+        lst[key] = b",".join(rng.randbytes(8) for _ in range(elements))
+        mp[key + b"\x03u0"] = b"\x00" + rng.randbytes(8)
+    db.flush()
+    _wait_for_compactions(db)  # rocksdict's close does not wait for them
+    db.close()
+    # What a checkpoint of it holds: the live files, the MANIFEST, CURRENT and OPTIONS
+    manifest_name = (folder / "CURRENT").read_text().strip()
+    manifest = rocksdb_manifest.read((folder / manifest_name).read_bytes())
+    live = {f"{sst.number:06d}.sst" for ssts in manifest.families.values() for sst in ssts}
+    newest_options = max(folder.glob("OPTIONS-*"), key=lambda p: int(p.name.rsplit("-", 1)[1]))
+    for path in folder.iterdir():
+        if path.name not in {*live, manifest_name, "CURRENT", newest_options.name}:
+            path.unlink()
+
+
+def _wait_for_compactions(db: Any, timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        busy = db.property_int_value("rocksdb.num-running-compactions") or 0
+        for name in FAMILIES:
+            family = db.get_column_family(name)
+            busy += family.property_int_value("rocksdb.compaction-pending") or 0
+        if not busy:
+            return
+        time.sleep(0.05)
+    raise RuntimeError("RocksDB's compactions did not finish")
+
+
+def build_levelled(
+    work: Path,
+    gib: float,
+    sizes: dict[str, int] = FLINK_SIZES,
+    elements: int = ELEMENTS_PER_LIST,
+    parallelism: int = 4,
+) -> Path:
+    """A NATIVE savepoint of about `gib` GiB at `work/pN`, written at `parallelism` with
+    instances of several levels (`_write_levelled_instance`)."""
+    small = build(work / "small", 0, keys_wanted=64)
+    rescaled = work / f"p{parallelism}-small"
+    subprocess.run(
+        [sys.executable, "-m", "statectl", "rescale", str(small), "-o", str(rescaled),
+         "-p", str(parallelism)],
+        check=True, stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    target = work / f"p{parallelism}"
+    sp = open_savepoint(str(rescaled))
+    op = sp.find_operator("keyed-str")
+    total_keys = int(gib * (1 << 30) / (elements * 9 + 8 + 9 + 3 * 12))
+    keys = sorted(_key_bytes(f"key-{i:09d}", op.max_parallelism) for i in range(total_keys))
+    shutil.copytree(rescaled, target)
+    subtasks = []
+    for subtask in op.subtasks or ():
+        handle = subtask.managed_keyed_state
+        assert isinstance(handle, IncrementalKeyedHandle)
+        first, last = key_group_range(op.max_parallelism, op.parallelism, subtask.index)
+        mine = [key for group, key in keys if first <= group <= last]
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            _write_levelled_instance(Path(tmp) / "db", mine, subtask.index, sizes, elements)
+            files = []
+            for path in sorted((Path(tmp) / "db").iterdir()):
+                name, size = str(uuid.uuid4()), path.stat().st_size
+                shutil.move(path, target / name)
+                files.append(LocalFile(path.name, RelativeFileHandle(name, size)))
+        for old in handle.private:
+            assert isinstance(old.handle, RelativeFileHandle)
+            (target / old.handle.relative_path).unlink()
+        new = dataclasses.replace(handle, private=tuple(files), shared=())
+        subtasks.append(dataclasses.replace(subtask, managed_keyed_state=new))
+    operators = tuple(
+        dataclasses.replace(o, subtasks=tuple(subtasks)) if o is op else o for o in sp.operators
+    )
+    metadata = dataclasses.replace(sp.metadata, operators=operators)
+    (target / "_metadata").write_bytes(write_metadata(metadata))
+    shutil.rmtree(small)
+    shutil.rmtree(rescaled)
+    return target
+
+
 def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -220,6 +341,72 @@ def restore_bench(work: Path, keys: int, q: int, master: str) -> dict[str, Any]:
     }
 
 
+def _layout(source: Path) -> dict[str, int]:
+    """SST files per level over `keyed-str`'s instances."""
+    from statectl.formats import rocksdb_manifest
+
+    levels: dict[str, int] = {}
+    op = open_savepoint(str(source)).find_operator("keyed-str")
+    for subtask in op.subtasks or ():
+        handle = subtask.managed_keyed_state
+        assert isinstance(handle, IncrementalKeyedHandle)
+        for file in handle.private:
+            if file.local_path.startswith("MANIFEST"):
+                assert isinstance(file.handle, RelativeFileHandle)
+                manifest = rocksdb_manifest.read((source / file.handle.relative_path).read_bytes())
+                for ssts in manifest.families.values():
+                    for sst in ssts:
+                        levels[f"L{sst.level}"] = levels.get(f"L{sst.level}", 0) + 1
+    return dict(sorted(levels.items()))
+
+
+def _runs(source: Path, work: Path, master: str) -> dict[str, Any]:
+    """cp -r, then each statectl command on the same savepoint: seconds, ratio to cp -r, peak
+    RSS of the process tree, and rescale's count of SST files."""
+    statectl = [sys.executable, "-m", "statectl"]
+    commands = {
+        "rescale_p3": ["rescale", "-p", "3"],
+        "convert": ["convert"],
+        "rehash_max_parallelism_256": ["rescale", "--max-parallelism", "256"],
+    }
+    subprocess.run(["sync"], check=True)
+    cp, _ = _timed(["cp", "-r", str(source), str(work / "copy")])
+    report: dict[str, Any] = {"cp_seconds": round(cp, 2)}
+    for name, args in commands.items():
+        out = work / name
+        seconds, rss, summary = _timed_json(
+            [*statectl, args[0], str(source), "-o", str(out), *args[1:], "--master", master]
+        )
+        report[name] = {
+            "seconds": round(seconds, 2),
+            "ratio_to_cp": round(seconds / cp, 1),
+            "peak_rss_mib": round(rss / (1 << 20)),
+            "tasks_run": summary.get("tasks"),
+            "timings": summary.get("timings"),
+        }
+        if name == "rescale_p3":
+            keyed = [op for op in summary["operators"] if op.get("uid") == "keyed-str"]
+            report[name]["sst_files"] = keyed[0].get("sst_files")
+        shutil.rmtree(out, ignore_errors=True)
+    return report
+
+
+def _timed_json(cmd: list[str]) -> tuple[float, int, dict[str, Any]]:
+    """`_timed` of a statectl command run with --json, and the JSON it printed."""
+    with tempfile.TemporaryFile() as stdout:
+        started = time.monotonic()
+        process = subprocess.Popen([*cmd, "--json"], stdout=stdout)
+        peak = 0
+        while process.poll() is None:
+            peak = max(peak, _tree_rss(process.pid))
+            time.sleep(0.1)
+        seconds = time.monotonic() - started
+        if process.returncode:
+            raise subprocess.CalledProcessError(process.returncode, cmd)
+        stdout.seek(0)
+        return seconds, peak, json.loads(stdout.read())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gib", type=float, default=1.0)
@@ -249,29 +436,12 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True, exist_ok=True)
     try:
         started = time.monotonic()
-        source = build(work / "native", args.gib)
+        source = build_levelled(work, args.gib)
         size = _du(source)
-        built = time.monotonic() - started
-        print(f"built {size / (1 << 30):.2f} GiB in {built:.0f}s", file=sys.stderr)
-        statectl = [sys.executable, "-m", "statectl"]
-        spark = ["--master", args.master]
-        cp, _ = _timed(["cp", "-r", str(source), str(work / "copy")])
-        convert, convert_rss = _timed(
-            [*statectl, "convert", str(source), "-o", str(work / "canonical"), *spark]
-        )
-        rescale, rescale_rss = _timed(
-            [*statectl, "rescale", str(source), "-o", str(work / "p3"), "-p", "3", *spark]
-        )
-        report = {
-            "native_bytes": size,
-            "cp_seconds": round(cp, 2),
-            "convert_seconds": round(convert, 2),
-            "convert_ratio_to_cp": round(convert / cp, 1),
-            "rescale_p3_seconds": round(rescale, 2),
-            "rescale_ratio_to_cp": round(rescale / cp, 1),
-            "peak_rss_mib": round(max(convert_rss, rescale_rss) / (1 << 20)),
-            "canonical_bytes": _du(work / "canonical"),
-        }
+        print(f"built {size / (1 << 30):.2f} GiB in {time.monotonic() - started:.0f}s",
+              file=sys.stderr)  # fmt: skip
+        report = {"native_bytes": size, "layout": _layout(source)}
+        report.update(_runs(source, work, args.master))
         print(json.dumps(report, indent=2))
         result = REPO / ".cache" / "bench" / "native_result.json"
         result.parent.mkdir(parents=True, exist_ok=True)
