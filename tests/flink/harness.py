@@ -359,7 +359,9 @@ def heap_snapshots(kinds: dict[str, dict[str, Any]] | None = None) -> dict[str, 
     kinds = HEAP_SNAPSHOT_KINDS if kinds is None else kinds
     digest = hashlib.sha256(json.dumps(kinds, sort_keys=True).encode()).hexdigest()[:8]
     name = compile_jobs().name.replace("classes-", "heap-snapshots-")
-    return _cached_fixtures(CACHE / (name if kinds is HEAP_SNAPSHOT_KINDS else f"{name}-{digest}"), kinds)
+    return _cached_fixtures(
+        CACHE / (name if kinds is HEAP_SNAPSHOT_KINDS else f"{name}-{digest}"), kinds
+    )
 
 
 # RocksDB instances with levels below L0 from a few MB of keyed state: tiny memtables, files and
@@ -369,7 +371,7 @@ SMALL_ROCKSDB: dict[str, str] = {
     "state.backend.rocksdb.compaction.level.target-file-size-base": "32kb",
     "state.backend.rocksdb.compaction.level.max-size-level-base": "32kb",
 }
-LEVEL_BULK_KEYS = 30000
+LEVEL_BULK_KEYS = 16000
 _LEVELS: dict[str, Any] = {
     "backend": "rocksdb", "parallelism": 4, "bulk_keys": LEVEL_BULK_KEYS, "flink_config": SMALL_ROCKSDB,
 }  # fmt: skip
@@ -389,7 +391,9 @@ def level_snapshots() -> dict[str, Path]:
     per keyed operator, `SMALL_ROCKSDB`): instances whose SST files reach L1 and below, as a
     long-running job's do. Cached like `heap_snapshots` under
     .cache/flink/level-snapshots-<hash of the sources and kinds>/<kind>/ (one JVM)."""
-    digest = hashlib.sha256(json.dumps(LEVEL_SNAPSHOT_KINDS, sort_keys=True).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(json.dumps(LEVEL_SNAPSHOT_KINDS, sort_keys=True).encode()).hexdigest()[
+        :8
+    ]
     name = compile_jobs().name.replace("classes-", "level-snapshots-")
     return _cached_fixtures(CACHE / f"{name}-{digest}", LEVEL_SNAPSHOT_KINDS)
 
