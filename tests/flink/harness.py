@@ -284,7 +284,9 @@ def _run_java(
 
 
 def fixture_spec(out_dir: str | Path, **params: Any) -> dict[str, Any]:
-    unknown = set(params) - set(DEFAULTS) - {"checkpoint_base", "job_id", "file_merging"}
+    unknown = set(params) - set(DEFAULTS) - {
+        "checkpoint_base", "job_id", "file_merging", "bulk_keys", "flink_config",
+    }  # fmt: skip
     if unknown:
         raise TypeError(f"unknown FixtureJob parameters: {sorted(unknown)}")
     spec = {**DEFAULTS, **params, "out": str(Path(out_dir).resolve())}
@@ -357,7 +359,48 @@ def heap_snapshots(kinds: dict[str, dict[str, Any]] | None = None) -> dict[str, 
     kinds = HEAP_SNAPSHOT_KINDS if kinds is None else kinds
     digest = hashlib.sha256(json.dumps(kinds, sort_keys=True).encode()).hexdigest()[:8]
     name = compile_jobs().name.replace("classes-", "heap-snapshots-")
-    root = CACHE / (name if kinds is HEAP_SNAPSHOT_KINDS else f"{name}-{digest}")
+    return _cached_fixtures(
+        CACHE / (name if kinds is HEAP_SNAPSHOT_KINDS else f"{name}-{digest}"), kinds
+    )
+
+
+# RocksDB instances with levels below L0 from a few MB of keyed state: tiny memtables, files and
+# level sizes (RocksDBConfigurableOptions; a misspelt key is ignored, so tests check the MANIFEST).
+SMALL_ROCKSDB: dict[str, str] = {
+    "state.backend.rocksdb.writebuffer.size": "64kb",
+    "state.backend.rocksdb.compaction.level.target-file-size-base": "32kb",
+    "state.backend.rocksdb.compaction.level.max-size-level-base": "32kb",
+}
+LEVEL_BULK_KEYS = 16000
+_LEVELS: dict[str, Any] = {
+    "backend": "rocksdb", "parallelism": 4, "bulk_keys": LEVEL_BULK_KEYS, "flink_config": SMALL_ROCKSDB,
+}  # fmt: skip
+# `level_snapshots`: FixtureJob parameters per kind.
+LEVEL_SNAPSHOT_KINDS: dict[str, dict[str, Any]] = {
+    "native-savepoint": {**_LEVELS, "format": "NATIVE"},
+    "native-savepoint-uncompressed": {
+        **_LEVELS, "format": "NATIVE",
+        "flink_config": {**SMALL_ROCKSDB, "state.backend.rocksdb.compression.per.level": "NO_COMPRESSION"},
+    },
+    "checkpoint": {**_LEVELS, "mode": "checkpoint", "incremental": True},
+}  # fmt: skip
+
+
+def level_snapshots() -> dict[str, Path]:
+    """FixtureJob on RocksDB (`LEVEL_SNAPSHOT_KINDS`, parallelism 4, `LEVEL_BULK_KEYS` more keys
+    per keyed operator, `SMALL_ROCKSDB`): instances whose SST files reach L1 and below, as a
+    long-running job's do. Cached like `heap_snapshots` under
+    .cache/flink/level-snapshots-<hash of the sources and kinds>/<kind>/ (one JVM)."""
+    digest = hashlib.sha256(json.dumps(LEVEL_SNAPSHOT_KINDS, sort_keys=True).encode()).hexdigest()[
+        :8
+    ]
+    name = compile_jobs().name.replace("classes-", "level-snapshots-")
+    return _cached_fixtures(CACHE / f"{name}-{digest}", LEVEL_SNAPSHOT_KINDS)
+
+
+def _cached_fixtures(root: Path, kinds: dict[str, dict[str, Any]]) -> dict[str, Path]:
+    """One FixtureJob JVM writes every kind missing under root/<kind>/; a checkpoint's original
+    location is root/originals/<kind>/."""
     dirs = {kind: root / kind for kind in kinds}
     if all((d / "manifest.json").is_file() for d in dirs.values()):
         return dirs

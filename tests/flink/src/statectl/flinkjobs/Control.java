@@ -19,6 +19,9 @@ public final class Control {
     /** Restore check with "dump": false (benchmarks): keyed operators record no keys. */
     public static volatile boolean skipKeyedDump;
 
+    /** Extra phase-1 records, one per bulk key (FixtureJob spec {@code bulk_keys}; 0 by default). */
+    public static volatile int bulkKeys;
+
     /** The source emits the records of phases 1..releasedPhase, then idles until cancelled. */
     public static volatile int releasedPhase;
 
@@ -44,6 +47,7 @@ public final class Control {
 
     public static void reset() {
         releasedPhase = 0;
+        bulkKeys = 0;
         skipKeyedDump = false;
         statelessRecords.set(0);
         broadcastRecords.set(0);

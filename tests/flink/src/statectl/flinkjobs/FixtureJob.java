@@ -32,7 +32,9 @@ import java.util.concurrent.TimeUnit;
  * out, backend (hashmap|rocksdb), format (CANONICAL|NATIVE), parallelism, max_parallelism,
  * compression, inline, incremental, mode (savepoint|checkpoint), checkpoint_base (optional,
  * checkpoint mode: the directory Flink writes the checkpoints into), job_id (optional, 32 hex),
- * file_merging (optional: checkpoint files merged into shared physical files, FLIP-306).
+ * file_merging (optional: checkpoint files merged into shared physical files, FLIP-306),
+ * bulk_keys (optional: that many more phase-1 records, each of a key of its own), flink_config
+ * (optional: more Flink configuration, e.g. RocksDB's memtable and level sizes).
  */
 public final class FixtureJob {
     private FixtureJob() {}
@@ -80,6 +82,7 @@ public final class FixtureJob {
         boolean inline = spec.path("inline").asBoolean(false);
         boolean incremental = spec.path("incremental").asBoolean(false);
         boolean fileMerging = spec.path("file_merging").asBoolean(false);
+        int bulkKeys = spec.path("bulk_keys").asInt(0);
         String mode = spec.path("mode").asText("savepoint");
         boolean checkpointMode = mode.equals("checkpoint");
         if (!checkpointMode && !mode.equals("savepoint")) {
@@ -116,6 +119,7 @@ public final class FixtureJob {
                 c.put("execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
                 c.put("execution.checkpointing.num-retained", "1");
             }
+            spec.path("flink_config").fields().forEachRemaining(e -> c.put(e.getKey(), e.getValue().asText()));
             Configuration conf = Configuration.fromMap(c);
 
             JobID jobId = spec.hasNonNull("job_id")
@@ -123,12 +127,13 @@ public final class FixtureJob {
                     : new JobID();
             Control.reset();
             Control.restoreMode = false;
+            Control.bulkKeys = bulkKeys;
             JobGraph job = Flink.buildJob(conf, Collections.emptyMap(), Collections.emptySet(), jobId);
             cluster.submitJob(job).get(60, TimeUnit.SECONDS);
 
             Path snapshotDir;
             try {
-                releaseAndAwait(cluster, jobId, 1, Model.PHASE1_RECORDS, parallelism);
+                releaseAndAwait(cluster, jobId, 1, Model.phase1Records(), parallelism);
                 if (!checkpointMode) {
                     String pointer = Flink.retryWhileTasksStart(() -> cluster.triggerSavepoint(
                             jobId, work.resolve("savepoints").toUri().toString(), false,
@@ -136,7 +141,7 @@ public final class FixtureJob {
                     snapshotDir = Flink.snapshotDir(pointer);
                 } else {
                     Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
-                    int total = Model.PHASE1_RECORDS + Model.records(2).size();
+                    int total = Model.phase1Records() + Model.records(2).size();
                     releaseAndAwait(cluster, jobId, 2, total, parallelism);
                     String pointer = Flink.retryWhileTasksStart(() -> cluster.triggerCheckpoint(jobId).get(120, TimeUnit.SECONDS));
                     snapshotDir = Flink.snapshotDir(pointer);
@@ -164,6 +169,12 @@ public final class FixtureJob {
             manifest.put("incremental", incremental);
             if (fileMerging) {
                 manifest.put("file_merging", true);
+            }
+            if (bulkKeys > 0) {
+                manifest.put("bulk_keys", bulkKeys);
+            }
+            if (spec.hasNonNull("flink_config")) {
+                manifest.put("flink_config", spec.get("flink_config"));
             }
             manifest.put("compression", compression);
             manifest.put("inline", inline);

@@ -57,12 +57,28 @@ public final class Model {
 
     public static final int PHASE1_RECORDS = 160;
 
+    /** Phase 1's records: the 160 above, then one per bulk key ({@link Control#bulkKeys}). */
+    public static int phase1Records() {
+        return PHASE1_RECORDS + Control.bulkKeys;
+    }
+
+    /**
+     * Bulk key i (spec {@code bulk_keys}: enough state that RocksDB flushes and compacts into
+     * levels below L0): a 32-char String key and a Long key of its own, value i.
+     */
+    public static Tuple3<String, Long, Long> bulkRecord(int i) {
+        return Tuple3.of(String.format("bulk-%08d-%s", i, "p".repeat(18)), 1_000_000_007L * (i + 1), (long) i);
+    }
+
     /** The records the source emits in a phase (1-based); phase 2 only in checkpoint mode. */
     public static List<Tuple3<String, Long, Long>> records(int phase) {
         List<Tuple3<String, Long, Long>> out = new ArrayList<>();
         if (phase == 1) {
             for (int i = 0; i < PHASE1_RECORDS; i++) {
                 out.add(Tuple3.of(STRING_KEYS[i % 40], LONG_KEYS[i % 40], (long) i));
+            }
+            for (int i = 0; i < Control.bulkKeys; i++) {
+                out.add(bulkRecord(i));
             }
         } else if (phase == 2) {
             for (int j = 0; j < 10; j++) {
