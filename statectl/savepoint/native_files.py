@@ -257,7 +257,7 @@ def _kept_files(
     return kept, left_out
 
 
-# --- Flink 1.x: L0 files of one source only -------------------------------------------------------
+# --- L0 files of one source only (FRocksDB 6.20.3 of Flink 1.x refuses more; kept for all) ----
 
 
 def _one_l0_source(
