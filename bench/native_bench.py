@@ -182,13 +182,19 @@ def _write_levelled_instance(
 
 
 def _wait_for_compactions(db: Any, timeout: float = 600.0) -> None:
+    """Until no compaction has run or been pending for a second (one is scheduled a moment
+    after the flush that calls for it)."""
     deadline = time.monotonic() + timeout
+    idle_since = time.monotonic()
     while time.monotonic() < deadline:
         busy = db.property_int_value("rocksdb.num-running-compactions") or 0
+        busy += db.property_int_value("rocksdb.num-running-flushes") or 0
         for name in FAMILIES:
             family = db.get_column_family(name)
             busy += family.property_int_value("rocksdb.compaction-pending") or 0
-        if not busy:
+        if busy:
+            idle_since = time.monotonic()
+        elif time.monotonic() - idle_since >= 1.0:
             return
         time.sleep(0.05)
     raise RuntimeError("RocksDB's compactions did not finish")
