@@ -26,13 +26,14 @@ on `cnt` and on `lst` of the canonical and native savepoints: `sql-identity` (`t
 (`WHERE` keeping the keys whose last digit is 0–4: exactly half), `py-identity`, `py-plus-one`
 (VALUE only) and `py-delete` (`transform --python`, `bench.writeback_functions`: the head
 start, no Spark), `spark-writer` (`spark.read.format("flink-state")` then
-`df.write.format("flink-state")`, unchanged), `ttl` (`migrate --ttl OP/STATE=7d`); on the whole
-savepoint: `rescale` (`--max-parallelism 256 -p 4`, the default head start) and `rescale-spark`
-(the same with `--no-head-start`) and `cp` (`cp -r`); on the 1.x Kryo savepoint: `upgrade`
-(`-o DST --drop-unconvertible`); on the 2.x Row savepoint: `migrate-classpath` (`migrate
---classpath` of an empty folder, a Row's type being declared in code: `--type
-values/row-named=ROW{f0 STRING, f1 BIGINT, f2 BOOLEAN}`, its INT field widened; `--drop
-opstate`, whose POJO states need the job's classes): every value tried, then written.
+`df.write.format("flink-state")`, unchanged), `spark-replace` (the same DataFrame through
+`State.replace` and `Savepoint.write`: Spark's shuffle), `ttl` (`migrate --ttl OP/STATE=7d`);
+on the whole savepoint: `rescale` (`--max-parallelism 256 -p 4`, the default head start) and
+`rescale-spark` (the same with `--no-head-start`) and `cp` (`cp -r`); on the 1.x Kryo
+savepoint: `upgrade` (`-o DST --drop-unconvertible`); on the 2.x Row savepoint:
+`migrate-classpath` (`migrate --classpath` of an empty folder, a Row's type being declared in
+code: `--type values/row-named=ROW{f0 STRING, f1 BIGINT, f2 BOOLEAN}`, its INT field widened;
+`--drop opstate`, whose POJO states need the job's classes): every value tried, then written.
 
 Every command starts with its source in the page cache and no dirty pages; its output is removed
 after it. Measured: wall seconds; CPU seconds of the process tree (sampled from /proc every
@@ -232,7 +233,8 @@ class Case:
 
 _SHORT_NAMES = {"sql-identity": "sql-id", "sql-plus-one": "sql-+1", "sql-delete": "sql-del½",
                 "py-identity": "py-id", "py-plus-one": "py-+1", "py-delete": "py-del½",
-                "spark-writer": "spark-wr", "migrate-classpath": "mig-classpath"}  # fmt: skip
+                "spark-writer": "spark-wr", "spark-replace": "spark-rep",
+                "migrate-classpath": "mig-classpath"}  # fmt: skip
 
 
 def _half(keys: int) -> int:
@@ -252,10 +254,10 @@ def _transform(state: str, how: str, what: str) -> Callable[[Source, str, str], 
     return argv
 
 
-def _spark_writer(state: str) -> Callable[[Source, str, str], list[str]]:
+def _spark_writer(state: str, script: str = "") -> Callable[[Source, str, str], list[str]]:
     def argv(source: Source, out: str, master: str) -> list[str]:
-        return [sys.executable, "-c", SPARK_WRITE, str(source.path), source.operator, state, out,
-                master]  # fmt: skip
+        return [sys.executable, "-c", script or SPARK_WRITE, str(source.path), source.operator,
+                state, out, master]  # fmt: skip
 
     return argv
 
@@ -307,6 +309,7 @@ def state_cases(state: str, list_state: bool) -> list[Case]:
         Case("py-delete", state, _transform(state, "--python", functions + "delete_half"),
              target="head_start", kept=_half),
         Case("spark-writer", state, _spark_writer(state), True, "spark"),
+        Case("spark-replace", state, _spark_writer(state, SPARK_REPLACE), True, "spark"),
         Case("ttl", state, _ttl(state)),
     ]  # fmt: skip
     return [c for c in cases if not (list_state and c.name == "py-plus-one")]
@@ -338,6 +341,22 @@ writer.option("state", state).mode("append").save(destination)
 spark.stop()
 """
 """The Spark writer: a state read through `flink-state` and written back unchanged."""
+
+SPARK_REPLACE = """
+import os, sys
+os.environ["PYSPARK_PYTHON"] = sys.executable  # the workers: this venv's interpreter
+from pyspark.sql import SparkSession
+import statectl, statectl.spark
+source, operator, state, destination, master = sys.argv[1:6]
+spark = SparkSession.builder.master(master).getOrCreate()
+statectl.spark.register(spark)
+reader = spark.read.format("flink-state").option("operator", operator).option("state", state)
+sp = statectl.open(source)
+sp.operator(operator).state(state).replace(reader.load(source))
+sp.write(destination)
+spark.stop()
+"""
+"""`State.replace(DataFrame)`: the same rows written through the session's shuffle."""
 
 
 # --- measuring ---------------------------------------------------------------------------------
