@@ -200,16 +200,23 @@ def test_every_run_was_an_application_on_both_workers(outcome: dict[str, Any]) -
         ]
 
 
+WAITING_FOR_EXECUTORS = (
+    "spark: WARN TaskSchedulerImpl: Initial job has not accepted any resources; check your "
+    "cluster UI to ensure that workers are registered and have sufficient resources"
+)
+
+
 @pytest.mark.parametrize("mode", ["cluster", "local"])
 def test_stderr_holds_only_statectl_lines(outcome: dict[str, Any], mode: str) -> None:
-    """No Spark log noise: Spark warns through statectl's log4j config only when it matters."""
+    """No Spark log noise: Spark warns through statectl's log4j config only when it matters,
+    as when a loaded machine's executors register late (a cluster's job waits for them)."""
     for fixture in (*FIXTURES, TRANSFORM):
         run = outcome["runs"][fixture, mode]
         _assert_succeeded(run)
         noise = [
             line
             for line in run.stderr.splitlines()
-            if line != JVM_NOTICE and not line.startswith("statectl: ")
+            if line not in (JVM_NOTICE, WAITING_FOR_EXECUTORS) and not line.startswith("statectl: ")
         ]
         assert noise == [], run.stderr
 
