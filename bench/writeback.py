@@ -254,10 +254,11 @@ def _transform(state: str, how: str, what: str) -> Callable[[Source, str, str], 
     return argv
 
 
-def _spark_writer(state: str, script: str = "") -> Callable[[Source, str, str], list[str]]:
+def _spark_writer(state: str, replace: bool = False) -> Callable[[Source, str, str], list[str]]:
     def argv(source: Source, out: str, master: str) -> list[str]:
-        return [sys.executable, "-c", script or SPARK_WRITE, str(source.path), source.operator,
-                state, out, master]  # fmt: skip
+        script = SPARK_REPLACE if replace else SPARK_WRITE
+        return [sys.executable, "-c", script, str(source.path), source.operator, state, out,
+                master]  # fmt: skip
 
     return argv
 
@@ -309,7 +310,7 @@ def state_cases(state: str, list_state: bool) -> list[Case]:
         Case("py-delete", state, _transform(state, "--python", functions + "delete_half"),
              target="head_start", kept=_half),
         Case("spark-writer", state, _spark_writer(state), True, "spark"),
-        Case("spark-replace", state, _spark_writer(state, SPARK_REPLACE), True, "spark"),
+        Case("spark-replace", state, _spark_writer(state, replace=True), True, "spark"),
         Case("ttl", state, _ttl(state)),
     ]  # fmt: skip
     return [c for c in cases if not (list_state and c.name == "py-plus-one")]
