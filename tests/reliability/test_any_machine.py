@@ -60,7 +60,25 @@ def statectl(env: dict[str, str], *argv: str) -> subprocess.Popen[str]:
         text=True,
         env=env,
         start_new_session=True,
+        preexec_fn=_as_a_terminal_starts_it,
     )
+
+
+def _as_a_terminal_starts_it() -> None:
+    """Ctrl-C neither ignored nor blocked, as a shell starts a foreground job: a test worker
+    may carry either (a fresh clone's run once started the CLI with Ctrl-C ignored by it, and
+    the command ran to its end through both Ctrl-C tests)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _sigint_state(pid: int) -> dict[str, bool]:
+    """Whether SIGINT is ignored or blocked in process `pid` (Linux /proc)."""
+    fields = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+    )
+    bit = 1 << (signal.SIGINT - 1)
+    return {k: bool(int(fields[k], 16) & bit) for k in ("SigIgn", "SigBlk")}
 
 
 def test_the_fresh_environment_has_no_java_and_a_python3_without_pyarrow(tmp_path: Path) -> None:
@@ -217,6 +235,7 @@ def _ctrl_c(cli: subprocess.Popen[str], ready: Callable[[], bool]) -> tuple[int,
         assert cli.poll() is None, f"ended before Ctrl-C: {cli.communicate()}"
         assert time.monotonic() < deadline, "Spark did not start"
         time.sleep(0.05)
+    assert _sigint_state(cli.pid) == {"SigIgn": False, "SigBlk": False}
     os.killpg(cli.pid, signal.SIGINT)
     _, err = cli.communicate(timeout=60)
     deadline = time.monotonic() + 30  # the JVM's shutdown hooks, after the CLI exited
