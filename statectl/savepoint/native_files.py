@@ -20,9 +20,10 @@ subtask:
    forced to the bottommost level, so that only the files straddling a boundary are rewritten
    and the range tombstones leave with the rows they cover. RocksDB writes its own MANIFEST on
    that open, and that one is what Flink reads.
-5. The blocks of the files carried whole are read, checksums verified (a keys-only scan of
-   their key ranges, in RocksDB): the row path reads every block, and a damaged file must fail
-   here too (the clipping compaction verified the files it rewrote).
+5. The blocks of the files carried whole are checked against their checksums (hashed by
+   `formats.rocksdb_sst`; a keys-only scan in RocksDB for a layout it does not read): the row
+   path reads every block, and a damaged file must fail here too (the clipping compaction
+   verified the files it rewrote).
 
 No row passes through Python. What this module cannot do (a file not on local disk, a MANIFEST
 with anything `rocksdb_manifest` does not read, an instance whose files hold key groups it
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
-from statectl.formats import rocksdb_manifest
+from statectl.formats import rocksdb_manifest, rocksdb_sst
 from statectl.formats.rocksdb_manifest import Manifest, SstFile, UnknownManifest
 from statectl.savepoint import native
 from statectl.savepoint.native import NativeInstance
@@ -448,12 +449,32 @@ def _clip(
 
 
 def _verify_blocks(folder: str, instance: NativeInstance, origins: dict[str, str | None]) -> None:
-    """Read the blocks of the files carried whole, checksums verified, as the row path reads
-    every block: those files were never read (the clipping compaction verified its inputs'). A
-    keys-only scan of their key ranges; the blocks are read in RocksDB."""
+    """Check the blocks of the files carried whole, as the row path reads every block: those
+    files were never read (the clipping compaction verified its inputs'). Each file's block
+    checksums are hashed here (`rocksdb_sst`); a file of a layout it does not read is read in
+    RocksDB instead, a keys-only scan of its key range."""
+    carried = _carried_files(folder, origins)
+    unknown: dict[str, list[SstFile]] = {}
+    for family, ssts in carried.items():
+        for sst in ssts:
+            name = _sst_name(sst.number)
+            try:
+                rocksdb_sst.verify(os.path.join(folder, name))
+            except rocksdb_sst.UnknownSst:
+                unknown.setdefault(family, []).append(sst)
+            except (rocksdb_sst.SstDamaged, OSError) as exc:  # the row path names the file
+                raise NotByFiles(f"{origins[name]}: {exc}") from None
+    if unknown:
+        _scan_blocks(folder, instance, _key_ranges(unknown))
+
+
+def _scan_blocks(
+    folder: str, instance: NativeInstance, ranges: dict[str, list[tuple[bytes, bytes]]]
+) -> None:
+    """A keys-only scan of `ranges` per column family, blocks read in RocksDB, checksums
+    verified."""
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
-    ranges = _carried_ranges(folder, origins)
     families = _family_options(folder, instance)
     options = Options(raw_mode=True)
     options.set_paranoid_checks(True)
@@ -483,11 +504,9 @@ def _verify_blocks(folder: str, instance: NativeInstance, origins: dict[str, str
         db.close()
 
 
-def _carried_ranges(
-    folder: str, origins: dict[str, str | None]
-) -> dict[str, list[tuple[bytes, bytes]]]:
-    """Per column family, the user-key ranges (inclusive, merged) of the files carried whole,
-    from the MANIFEST RocksDB wrote on clipping."""
+def _carried_files(folder: str, origins: dict[str, str | None]) -> dict[str, list[SstFile]]:
+    """Per column family, the files carried whole, from the MANIFEST RocksDB wrote on
+    clipping."""
     try:
         with open(os.path.join(folder, "CURRENT")) as current:
             manifest_name = current.read().strip()
@@ -495,21 +514,25 @@ def _carried_ranges(
             manifest = rocksdb_manifest.read(manifest_file.read())
     except (OSError, UnknownManifest) as exc:
         raise NotByFiles(f"the clipped instance's MANIFEST: {exc}") from None
+    carried = {
+        name: [sst for sst in ssts if origins.get(_sst_name(sst.number)) is not None]
+        for name, ssts in manifest.families.items()
+    }
+    return {name: ssts for name, ssts in carried.items() if ssts}
+
+
+def _key_ranges(files: dict[str, list[SstFile]]) -> dict[str, list[tuple[bytes, bytes]]]:
+    """Per column family, the user-key ranges (inclusive, merged) of `files`."""
     ranges: dict[str, list[tuple[bytes, bytes]]] = {}
-    for name, ssts in manifest.families.items():
-        spans = sorted(
-            (sst.smallest[:-8], sst.largest[:-8])
-            for sst in ssts
-            if origins.get(_sst_name(sst.number)) is not None
-        )
+    for name, ssts in files.items():
+        spans = sorted((sst.smallest[:-8], sst.largest[:-8]) for sst in ssts)
         merged: list[tuple[bytes, bytes]] = []
         for lower, upper in spans:
             if merged and lower <= merged[-1][1]:
                 merged[-1] = (merged[-1][0], max(merged[-1][1], upper))
             else:
                 merged.append((lower, upper))
-        if merged:
-            ranges[name] = merged
+        ranges[name] = merged
     return ranges
 
 

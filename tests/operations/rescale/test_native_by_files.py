@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from statectl.errors import FormatError
 from statectl.formats import java_types, rocksdb_manifest
 from statectl.formats.handles import IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from statectl.formats.key_groups import key_group_range
@@ -226,3 +227,26 @@ def _assert_files_counted(by_files: RescaleReport, by_rows: RescaleReport, q: in
         assert files.left_out == 0
     if q == 2:  # two whole old instances per new one: one's L0 compacted down (Flink 1.x)
         assert files.pushed_down > 0 and files.rewritten > 0
+
+
+def test_a_damaged_carried_file_fails_as_the_row_path_does(
+    multi_level: Path, tmp_path: Path
+) -> None:
+    """4 → 2 carries every file of the first old instance whole, unread by RocksDB: its block
+    checksums are what finds the damage, and the rows path then names the file."""
+    damaged = tmp_path / "damaged"
+    shutil.copytree(multi_level, damaged)
+    handle = next(iter(open_savepoint(str(damaged)).find_operator(UID).subtasks or ()))
+    handle_state = handle.managed_keyed_state
+    assert isinstance(handle_state, IncrementalKeyedHandle)
+    ssts = [f.handle for f in handle_state.private if f.local_path.endswith(".sst")]
+    assert all(isinstance(each, RelativeFileHandle) for each in ssts)
+    path = max((damaged / each.relative_path for each in ssts), key=lambda p: p.stat().st_size)  # type: ignore[union-attr]
+    data = bytearray(path.read_bytes())
+    data[8] ^= 0xFF  # the first data block
+    path.write_bytes(bytes(data))
+    with pytest.raises(FormatError) as info:
+        rescale(plan_rescale(open_savepoint(str(damaged)), 2), str(tmp_path / "out"))
+    assert info.value.source == str(path)
+    assert "block checksum mismatch" in info.value.message, info.value.message
+    assert not (tmp_path / "out").exists()
