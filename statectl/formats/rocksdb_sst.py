@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import cramjam
 import google_crc32c
@@ -62,7 +62,7 @@ def verify(path: str) -> int:
 
 def _verify(view: mmap.mmap, size: int) -> int:
     checksum_type, metaindex, index = _footer(view[size - _FOOTER :])
-    meta = _block_entries(_checked_block(view, metaindex, checksum_type, "metaindex"), False)
+    meta = _block_entries(_checked_block(view, metaindex, checksum_type, "metaindex"))
     handles = {key: _handle(value, 0)[0] for key, value in meta}
     for name, handle in handles.items():
         _checked_block(view, handle, checksum_type, name.decode("latin-1"))
@@ -74,9 +74,9 @@ def _verify(view: mmap.mmap, size: int) -> int:
     blocks = 0
     for handle in indexes:
         index_block = _checked_block(view, handle, checksum_type, "index")
-        for data in _index_handles(_uncompressed(view, handle, index_block), delta_encoded):
-            _checked_block(view, data, checksum_type, "data")
-            blocks += 1
+        data = _index_handles(_uncompressed(view, handle, index_block), delta_encoded)
+        _check_data_blocks(view, data, _digest(checksum_type))
+        blocks += len(data)
     return blocks
 
 
@@ -109,30 +109,55 @@ def _checked_block(
     end = offset + size
     if end + _TRAILER > len(view) - _FOOTER:
         raise SstDamaged(f"{what} block at {offset}: {size} bytes run past the blocks")
-    block = view[offset:end]
-    kind = view[end]
-    stored = _FIXED32.unpack_from(view, end + 1)[0]
-    if _checksum(checksum_type, block, kind) != stored:
+    if _digest(checksum_type)(view, offset, end) != _FIXED32.unpack_from(view, end + 1)[0]:
         raise SstDamaged(f"block checksum mismatch in the {what} block at offset {offset}")
-    return block
+    return view[offset:end]
 
 
-def _checksum(checksum_type: int, block: bytes, kind: int) -> int:
+def _check_data_blocks(
+    view: mmap.mmap, handles: list[tuple[int, int]], digest: Callable[[mmap.mmap, int, int], int]
+) -> None:
+    """`_checked_block` of every data block, in one loop (a file has thousands)."""
+    limit = len(view) - _FOOTER - _TRAILER
+    unpack = _FIXED32.unpack_from
+    for offset, size in handles:
+        end = offset + size
+        if end > limit:
+            raise SstDamaged(f"data block at {offset}: {size} bytes run past the blocks")
+        if digest(view, offset, end) != unpack(view, end + 1)[0]:
+            raise SstDamaged(f"block checksum mismatch in the data block at offset {offset}")
+
+
+def _digest(checksum_type: int) -> Callable[[mmap.mmap, int, int], int]:
+    """The trailer's checksum of the block at [start, end) and the compression type byte at
+    `end` (`ComputeBuiltinChecksumWithLastByte`, table/format.cc)."""
     if checksum_type == _CRC32C:
-        return mask_crc(google_crc32c.extend(google_crc32c.value(block), bytes((kind,))))
+        return _crc32c
     if checksum_type == _XXH3:
-        return (xxhash.xxh3_64_intdigest(block) & 0xFFFFFFFF) ^ (
-            (kind * _XXH3_LAST_BYTE_PRIME) & 0xFFFFFFFF
-        )
+        return _xxh3
     if checksum_type == _XXHASH:
-        state = xxhash.xxh32(block)
-        state.update(bytes((kind,)))
-        return state.intdigest()
+        return _xxhash32
     if checksum_type == _XXHASH64:
-        state64 = xxhash.xxh64(block)
-        state64.update(bytes((kind,)))
-        return state64.intdigest() & 0xFFFFFFFF
+        return _xxhash64
     raise UnknownSst(f"checksum type {checksum_type}")
+
+
+def _crc32c(view: mmap.mmap, start: int, end: int) -> int:
+    return mask_crc(google_crc32c.value(view[start : end + 1]))
+
+
+def _xxh3(view: mmap.mmap, start: int, end: int) -> int:
+    """XXH3's low 32 bits, the type byte mixed in after (`ModifyChecksumForLastByte`)."""
+    low = xxhash.xxh3_64_intdigest(view[start:end]) & 0xFFFFFFFF
+    return low ^ (_XXH3_LAST_BYTE_PRIME * view[end] & 0xFFFFFFFF)
+
+
+def _xxhash32(view: mmap.mmap, start: int, end: int) -> int:
+    return xxhash.xxh32_intdigest(view[start : end + 1])
+
+
+def _xxhash64(view: mmap.mmap, start: int, end: int) -> int:
+    return xxhash.xxh64_intdigest(view[start : end + 1]) & 0xFFFFFFFF
 
 
 def _uncompressed(view: mmap.mmap, handle: tuple[int, int], block: bytes) -> bytes:
@@ -154,68 +179,81 @@ def _properties(
     if handle is None:
         raise UnknownSst("no properties block")
     block = _checked_block(view, handle, checksum_type, "properties")
-    return dict(_block_entries(block, False))
+    return dict(_block_entries(block))
 
 
-def _index_handles(block: bytes, delta_encoded: bool) -> Iterator[tuple[int, int]]:
-    """Every data block's handle: at a restart point (`shared` 0) in full, elsewhere (values
-    delta-encoded) as the size's change, the block starting where the previous one ended."""
-    previous = (0, 0)
-    for shared, value in _entries(block, delta_encoded):
-        if delta_encoded and shared:
-            delta, _ = _varint(value, 0, signed=True)
-            previous = (previous[0] + previous[1] + _TRAILER, previous[1] + delta)
-        else:
-            previous, _ = _handle(value, 0)
-        yield previous
+def _index_handles(block: bytes, delta_encoded: bool) -> list[tuple[int, int]]:
+    """Every data block's handle in an index block: at a restart point (`shared` 0) in full,
+    elsewhere (values delta-encoded) as the size's change, the block starting where the
+    previous one ended. One loop with the handle's varints inline: an index has thousands of
+    entries, and this is most of `verify`'s time."""
+    end = _entries_end(block)
+    handles = []
+    offset = size = position = 0
+    try:
+        while position < end:
+            shared, position = _varint(block, position)
+            non_shared, position = _varint(block, position)
+            if not delta_encoded:
+                _, position = _varint(block, position)  # the value's length
+            position += non_shared
+            if delta_encoded and shared:
+                delta, position = _varint(block, position, signed=True)
+                offset, size = offset + size + _TRAILER, size + delta
+                handles.append((offset, size))
+                continue
+            offset = shift = 0
+            while True:
+                byte = block[position]
+                position += 1
+                offset |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            size = shift = 0
+            while True:
+                byte = block[position]
+                position += 1
+                size |= (byte & 0x7F) << shift
+                if byte < 0x80:
+                    break
+                shift += 7
+            handles.append((offset, size))
+    except IndexError:
+        position = len(block)
+    if position != end:
+        raise SstDamaged("an index entry runs past its block")
+    return handles
 
 
-def _block_entries(block: bytes, delta_encoded: bool) -> list[tuple[bytes, bytes]]:
-    """(key, value) of a block whose values are length-prefixed (metaindex, properties)."""
-    entries, key = [], b""
-    for shared, non_shared, value in _raw_entries(block, delta_encoded):
-        key = key[:shared] + non_shared
-        entries.append((key, value))
-    return entries
-
-
-def _entries(block: bytes, delta_encoded: bool) -> Iterator[tuple[int, bytes]]:
-    for shared, _, value in _raw_entries(block, delta_encoded):
-        yield shared, value
-
-
-def _raw_entries(block: bytes, delta_encoded: bool) -> Iterator[tuple[int, bytes, bytes]]:
-    """(shared key bytes, the key's own bytes, value) of each entry of a block. A delta-encoded
-    index entry has no value length: its value is a handle, read to its end."""
-    if len(block) < 4:
-        raise SstDamaged(f"a block of {len(block)} bytes")
-    restarts = _FIXED32.unpack_from(block, len(block) - 4)[0] & 0x7FFFFFFF
-    end = len(block) - 4 - 4 * restarts
-    if not 0 <= end <= len(block):
-        raise SstDamaged(f"a block of {len(block)} bytes claims {restarts} restart points")
-    position = 0
+def _block_entries(block: bytes) -> list[tuple[bytes, bytes]]:
+    """(key, value) of each entry of a block whose values are length-prefixed (metaindex,
+    properties)."""
+    end = _entries_end(block)
+    entries, key, position = [], b"", 0
     while position < end:
         shared, position = _varint(block, position)
         non_shared, position = _varint(block, position)
-        if delta_encoded:
-            key_end = position + non_shared
-            value_end = _handle_end(block, key_end, shared)
-        else:
-            value_length, position = _varint(block, position)
-            key_end = position + non_shared
-            value_end = key_end + value_length
+        value_length, position = _varint(block, position)
+        key_end = position + non_shared
+        value_end = key_end + value_length
         if value_end > end:
             raise SstDamaged("a block entry runs past its block")
-        yield shared, block[position:key_end], block[key_end:value_end]
+        key = key[:shared] + block[position:key_end]
+        entries.append((key, block[key_end:value_end]))
         position = value_end
+    return entries
 
 
-def _handle_end(block: bytes, position: int, shared: int) -> int:
-    """Where a delta-encoded index value ends: one varint (a size's change) or two (a handle)."""
-    _, position = _varint(block, position)
-    if shared:
-        return position
-    return _varint(block, position)[1]
+def _entries_end(block: bytes) -> int:
+    """Where a block's entries end: its restart points' offsets and their count follow."""
+    if len(block) < 4:
+        raise SstDamaged(f"a block of {len(block)} bytes")
+    restarts: int = _FIXED32.unpack_from(block, len(block) - 4)[0] & 0x7FFFFFFF  # top: hash index
+    end = len(block) - 4 - 4 * restarts
+    if end < 0:
+        raise SstDamaged(f"a block of {len(block)} bytes claims {restarts} restart points")
+    return end
 
 
 def _handle(data: bytes, position: int) -> tuple[tuple[int, int], int]:
@@ -226,6 +264,8 @@ def _handle(data: bytes, position: int) -> tuple[tuple[int, int], int]:
 
 def _varint(data: bytes, position: int, signed: bool = False) -> tuple[int, int]:
     """A little-endian base-128 varint (zigzag-decoded when `signed`) and the position after."""
+    if position < len(data) and data[position] < 0x80 and not signed:
+        return data[position], position + 1
     result = shift = 0
     while True:
         if position >= len(data) or shift > 63:
