@@ -241,11 +241,19 @@ def compile_compat(version: str) -> Path:
     return _compile(COMPAT_SOURCES, version, f"compat-classes-{version}-")
 
 
+def _mtime(path: Path) -> float:
+    """0 for a file gone since it was listed (another worker pruned it)."""
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return 0.0
+
+
 def _log_file(main: str) -> Path:
     """A fresh log file for one JVM run under .cache/flink/logs/ (the newest 30 are kept)."""
     logs = CACHE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    for old in sorted(logs.glob("*.log"), key=lambda p: p.stat().st_mtime)[:-30]:
+    for old in sorted(logs.glob("*.log"), key=_mtime)[:-30]:
         old.unlink(missing_ok=True)
     return logs / f"{main}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
 
