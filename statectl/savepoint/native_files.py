@@ -9,8 +9,7 @@ subtask:
 2. FRocksDB 6.20.3 (Flink 1.x) orders L0 by sequence number whatever the key ranges, and
    refuses two instances' L0 files whose sequence ranges overlap: only one source may bring L0
    files, so every other source with L0 files has them compacted into the level below first,
-   in a linked copy (`_push_down_l0`). RocksDB 7.10 and newer (Flink 2.x's 8.10) order L0 by
-   epoch number: sources they wrote keep their L0 files.
+   in a linked copy (`_push_down_l0`).
 3. The kept files are hard-linked (copied where linking fails) under new numbers into a fresh
    folder, with one MANIFEST written here holding them at their levels. The sources' key
    groups are disjoint, so no two files of a level L1+ overlap; sequence numbers collide across
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
 
 _BYTEWISE = "leveldb.BytewiseComparator"
 _FIRST_NUMBER = 10  # numbers of the union's files; RocksDB's own files come after them
-_L0_BY_EPOCH = (7, 10)  # RocksDB orders L0 by epoch number from this version on
 _PUSH_DOWN_TIMEOUT = 3600.0  # seconds for a source's L0 to reach the level below
 
 
@@ -260,7 +258,7 @@ def _kept_files(
     return kept, left_out
 
 
-# --- L0 files of one source only (FRocksDB 6.20.3 of Flink 1.x refuses more) ---------------
+# --- L0 files of one source only (FRocksDB 6.20.3 of Flink 1.x refuses more; kept for all) ----
 
 
 def _one_l0_source(
@@ -272,12 +270,7 @@ def _one_l0_source(
 ) -> tuple[list[_Source], int, int]:
     """The sources, every one but one (the one with the most L0 files) with L0 files replaced
     by a copy clipped to the new subtask whose L0 RocksDB compacted into the level below; how
-    many L0 files were compacted, how many files the copies left out. Not where every source
-    was written by a RocksDB that orders L0 by epoch number (Flink 2.x's): only a Flink of
-    that RocksDB or newer restores them, and it takes L0 files of disjoint key ranges whatever
-    their sequence numbers."""
-    if all(_orders_l0_by_epoch(each) for each in read):
-        return list(read), 0, 0
+    many L0 files were compacted, how many files the copies left out."""
     l0 = [_level0(each.manifest) for each in read]
     keep = max(range(len(read)), key=lambda n: l0[n])
     out, pushed, left_out = [], 0, 0
@@ -291,27 +284,6 @@ def _one_l0_source(
         pushed += count
         left_out += skipped
     return out, pushed, left_out
-
-
-def _orders_l0_by_epoch(source: _Source) -> bool:
-    """Whether the RocksDB that last wrote the source's OPTIONS is 7.10 or newer (L0 files
-    ordered by epoch number, not sequence number). Unknown: no."""
-    for name, path in source.paths.items():
-        if native.file_kind(name) != "OPTIONS":
-            continue
-        with contextlib.suppress(OSError, UnicodeDecodeError), open(path, encoding="utf-8") as file:
-            for line in file:
-                key, _, value = line.strip().partition("=")
-                if key == "rocksdb_version":
-                    return _version(value) >= _L0_BY_EPOCH
-    return False
-
-
-def _version(text: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in text.split("."))
-    except ValueError:
-        return ()
 
 
 def _level0(manifest: Manifest) -> int:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import re
 import shutil
 import time
 import uuid
@@ -48,7 +47,7 @@ def _key(index: int, max_parallelism: int) -> tuple[int, bytes]:
     return group, bytes([group]) + key_type.write(key) + b"\x00"  # VoidNamespace
 
 
-def _write_instance(folder: Path, keys: list[bytes], seed: int, writer: str | None) -> None:
+def _write_instance(folder: Path, keys: list[bytes], seed: int) -> None:
     from rocksdict import Options, Rdict, WriteOptions
 
     def options() -> Options:
@@ -89,9 +88,6 @@ def _write_instance(folder: Path, keys: list[bytes], seed: int, writer: str | No
     for path in folder.iterdir():
         if path.name not in {*live, manifest_name, "CURRENT", options.name}:
             path.unlink()
-    if writer:  # the RocksDB version the OPTIONS name as theirs
-        text = re.sub(r"rocksdb_version=\S+", f"rocksdb_version={writer}", options.read_text())
-        options.write_text(text)
 
 
 def _wait_for_compactions(db: Any) -> None:
@@ -105,7 +101,7 @@ def _wait_for_compactions(db: Any) -> None:
         time.sleep(0.005)
 
 
-def _multi_level_p4(tmp: Path, writer: str | None = None) -> Path:
+def _multi_level_p4(tmp: Path) -> Path:
     p4 = tmp / "p4"
     rescale(plan_rescale(open_savepoint(str(fixture_savepoint("rocksdb_native_full"))), 4), str(p4))
     sp = open_savepoint(str(p4))
@@ -117,7 +113,7 @@ def _multi_level_p4(tmp: Path, writer: str | None = None) -> Path:
         assert isinstance(handle, IncrementalKeyedHandle)
         first, last = key_group_range(op.max_parallelism, op.parallelism, subtask.index)
         db = tmp / f"db-{subtask.index}"
-        _write_instance(db, [k for g, k in keys if first <= g <= last], subtask.index, writer)
+        _write_instance(db, [k for g, k in keys if first <= g <= last], subtask.index)
         files = []
         for path in sorted(db.iterdir()):
             name = str(uuid.uuid4())
@@ -141,13 +137,6 @@ def _multi_level_p4(tmp: Path, writer: str | None = None) -> Path:
 @pytest.fixture(scope="module")
 def multi_level(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _multi_level_p4(tmp_path_factory.mktemp("by-files"))
-
-
-@pytest.fixture(scope="module")
-def flink1_multi_level(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The same, its OPTIONS saying FRocksDB 6.20.3 (Flink 1.x's) wrote it: L0 of one source
-    only in each new instance."""
-    return _multi_level_p4(tmp_path_factory.mktemp("by-files-1x"), writer="6.20.3")
 
 
 def _instances(url: str) -> list[tuple[native.NativeInstance, tuple[int, int]]]:
@@ -181,14 +170,10 @@ def test_the_source_has_several_levels(multi_level: Path) -> None:
         assert 0 in levels and len(levels) >= 2, levels
 
 
-@pytest.mark.parametrize(
-    ("source", "parallelism"),
-    [("multi_level", 3), ("multi_level", 2), ("flink1_multi_level", 2)],
-)
+@pytest.mark.parametrize("parallelism", [3, 2])
 def test_rescaled_by_files_equals_the_row_path(
-    source: str, parallelism: int, tmp_path: Path, request: pytest.FixtureRequest
+    multi_level: Path, parallelism: int, tmp_path: Path
 ) -> None:
-    multi_level: Path = request.getfixturevalue(source)
     before = {p.name: p.read_bytes() for p in multi_level.iterdir()}
     by_files = rescale(
         plan_rescale(open_savepoint(str(multi_level)), parallelism), str(tmp_path / "f")
@@ -197,7 +182,7 @@ def test_rescaled_by_files_equals_the_row_path(
         _by_rows(plan_rescale(open_savepoint(str(multi_level)), parallelism)), str(tmp_path / "r")
     )
     assert {p.name: p.read_bytes() for p in multi_level.iterdir()} == before  # untouched
-    _assert_files_counted(by_files, by_rows, parallelism, flink1=source == "flink1_multi_level")
+    _assert_files_counted(by_files, by_rows, parallelism)
     entries = 0
     for (mine, key_groups), (theirs, _) in zip(
         _instances(str(tmp_path / "f")), _instances(str(tmp_path / "r")), strict=True
@@ -229,9 +214,7 @@ def _by_rows(plan: RescalePlan) -> RescalePlan:
     return dataclasses.replace(plan, operators=operators)
 
 
-def _assert_files_counted(
-    by_files: RescaleReport, by_rows: RescaleReport, q: int, flink1: bool
-) -> None:
+def _assert_files_counted(by_files: RescaleReport, by_rows: RescaleReport, q: int) -> None:
     files = next(op for op in by_files.operators if op.uid == UID).sst_files
     assert (
         files is not None
@@ -242,10 +225,8 @@ def _assert_files_counted(
         assert files.rewritten > 0 and files.written > 0
     else:  # 4 → 2: no boundary cuts an old instance, no file is left out
         assert files.left_out == 0
-    if flink1:  # two whole old instances per new one: one's L0 compacted down
+    if q == 2:  # two whole old instances per new one: one's L0 compacted down (Flink 1.x)
         assert files.pushed_down > 0 and files.rewritten > 0
-    else:  # RocksDB 10.4's instances: L0 ordered by epoch number, every L0 file carried
-        assert files.pushed_down == 0
 
 
 def test_a_damaged_carried_file_fails_as_the_row_path_does(
