@@ -37,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +64,7 @@ def _key_bytes(key: str, max_parallelism: int) -> tuple[int, bytes]:
 
 
 def _write_instance(
-    folder: Path, keys: list[tuple[int, bytes]], seed: int, elements: int = ELEMENTS_PER_LIST
+    folder: Path, keys: list[bytes], seed: int, elements: int = ELEMENTS_PER_LIST
 ) -> None:
     from rocksdict import AccessType, Options, Rdict, WriteOptions
 
@@ -83,7 +84,7 @@ def _write_instance(
     cnt, lst, mp = (db.get_column_family(n) for n in ("cnt", "lst", "mp"))
     for cf in (cnt, lst, mp):
         cf.set_write_options(no_wal)
-    for _, key in keys:
+    for key in keys:
         cnt[key] = rng.getrandbits(64).to_bytes(8, "big")
         lst[key] = b",".join(rng.randbytes(8) for _ in range(elements))
         mp[key + b"\x03u0"] = b"\x00" + rng.randbytes(8)
@@ -94,24 +95,34 @@ def _write_instance(
             junk.unlink()
 
 
-def build(
-    target: Path, gib: float, keys_wanted: int | None = None, elements: int = ELEMENTS_PER_LIST
+def _row_bytes(elements: int) -> int:
+    """About what one key takes in an instance: its `cnt`, `lst` and `mp` rows."""
+    return elements * 9 + 8 + 9 + 3 * 12
+
+
+def _swap_instances(
+    sp_dir: Path,
+    target: Path,
+    total_keys: int,
+    write_instance: Callable[[Path, list[bytes], int], None],
 ) -> Path:
-    """A NATIVE savepoint of about `gib` GiB at `target` (or of `keys_wanted` keys)."""
-    sp = open_savepoint(str(FIXTURE))
+    """`sp_dir` copied to `target` with each RocksDB instance of `keyed-str` replaced by the one
+    `write_instance(folder, keys, seed)` writes into `folder`: of the keys `key-000000000`...
+    (`total_keys` of them, as key-group prefix ‖ key ‖ VoidNamespace, ascending), those in the
+    subtask's key groups; the seed is the subtask's index. Its files get uuid names beside
+    `_metadata`, the old instance's files are deleted."""
+    sp = open_savepoint(str(sp_dir))
     op = sp.find_operator("keyed-str")
-    row_bytes = elements * 9 + 8 + 9 + 3 * 12
-    total_keys = keys_wanted or int(gib * (1 << 30) / row_bytes)
     keys = sorted(_key_bytes(f"key-{i:09d}", op.max_parallelism) for i in range(total_keys))
-    shutil.copytree(FIXTURE, target)
+    shutil.copytree(sp_dir, target)
     subtasks = []
     for subtask in op.subtasks or ():
         handle = subtask.managed_keyed_state
-        assert isinstance(handle, IncrementalKeyedHandle) and handle.key_groups
+        assert isinstance(handle, IncrementalKeyedHandle)
         first, last = key_group_range(op.max_parallelism, op.parallelism, subtask.index)
-        mine = [k for k in keys if first <= k[0] <= last]
+        mine = [key for group, key in keys if first <= group <= last]
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            _write_instance(Path(tmp) / "db", mine, subtask.index, elements)
+            write_instance(Path(tmp) / "db", mine, subtask.index)
             files = []
             for path in sorted((Path(tmp) / "db").iterdir()):
                 name, size = str(uuid.uuid4()), path.stat().st_size
@@ -128,6 +139,18 @@ def build(
     metadata = dataclasses.replace(sp.metadata, operators=operators)
     (target / "_metadata").write_bytes(write_metadata(metadata))
     return target
+
+
+def build(
+    target: Path, gib: float, keys_wanted: int | None = None, elements: int = ELEMENTS_PER_LIST
+) -> Path:
+    """A NATIVE savepoint of about `gib` GiB at `target` (or of `keys_wanted` keys)."""
+    total_keys = keys_wanted or int(gib * (1 << 30) / _row_bytes(elements))
+
+    def write(folder: Path, keys: list[bytes], seed: int) -> None:
+        _write_instance(folder, keys, seed, elements)
+
+    return _swap_instances(FIXTURE, target, total_keys, write)
 
 
 FAMILIES = ("cnt", "lst", "mp", "_timer_state/processing_user-timers",
@@ -219,35 +242,12 @@ def build_levelled(
          "-p", str(parallelism)],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    target = work / f"p{parallelism}"
-    sp = open_savepoint(str(rescaled))
-    op = sp.find_operator("keyed-str")
-    total_keys = int(gib * (1 << 30) / (elements * 9 + 8 + 9 + 3 * 12))
-    keys = sorted(_key_bytes(f"key-{i:09d}", op.max_parallelism) for i in range(total_keys))
-    shutil.copytree(rescaled, target)
-    subtasks = []
-    for subtask in op.subtasks or ():
-        handle = subtask.managed_keyed_state
-        assert isinstance(handle, IncrementalKeyedHandle)
-        first, last = key_group_range(op.max_parallelism, op.parallelism, subtask.index)
-        mine = [key for group, key in keys if first <= group <= last]
-        with tempfile.TemporaryDirectory(dir=work) as tmp:
-            _write_levelled_instance(Path(tmp) / "db", mine, subtask.index, sizes, elements)
-            files = []
-            for path in sorted((Path(tmp) / "db").iterdir()):
-                name, size = str(uuid.uuid4()), path.stat().st_size
-                shutil.move(path, target / name)
-                files.append(LocalFile(path.name, RelativeFileHandle(name, size)))
-        for old in handle.private:
-            assert isinstance(old.handle, RelativeFileHandle)
-            (target / old.handle.relative_path).unlink()
-        new = dataclasses.replace(handle, private=tuple(files), shared=())
-        subtasks.append(dataclasses.replace(subtask, managed_keyed_state=new))
-    operators = tuple(
-        dataclasses.replace(o, subtasks=tuple(subtasks)) if o is op else o for o in sp.operators
-    )
-    metadata = dataclasses.replace(sp.metadata, operators=operators)
-    (target / "_metadata").write_bytes(write_metadata(metadata))
+    total_keys = int(gib * (1 << 30) / _row_bytes(elements))
+
+    def write(folder: Path, keys: list[bytes], seed: int) -> None:
+        _write_levelled_instance(folder, keys, seed, sizes, elements)
+
+    target = _swap_instances(rescaled, work / f"p{parallelism}", total_keys, write)
     shutil.rmtree(small)
     shutil.rmtree(rescaled)
     return target
