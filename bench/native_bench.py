@@ -1,6 +1,6 @@
 """Benchmark: converting and rescaling a RocksDB NATIVE savepoint of ≥ 1 GiB.
 
-Usage: python -m bench.native_bench [--gib 1.0] [--work DIR] [--keep]
+Usage: python -m bench.native_bench [--gib 1.0] [--work DIR] [--keep] [--no-restore]
 
 The savepoint is written at parallelism 4, as a running job leaves it: the committed Flink 2.3
 fixture `rocksdb_native_full` rescaled to 4 by statectl (its meta files and operator state), the
@@ -13,6 +13,9 @@ levels below them. Reported: wall time of `cp -r`, `statectl rescale -p 3` (by S
 what became of the files), `statectl convert` (to canonical) and `statectl rescale
 --max-parallelism` (a re-hash of every row) as a ratio to `cp -r` of the same savepoint, and the
 peak RSS of the statectl process tree (driver, worker processes, Spark's JVM if any; sampled).
+In the same run, unless `--no-restore`: real Flink 2.3's restore (RocksDB backend, keys not
+dumped) of the same savepoint at 4 and at 3 (Flink rescales), of the output of `rescale -p 3`
+at 3 and of the output of `convert` at 4, and the ratio of the third to the first.
 
 With `--restore KEYS`: a native savepoint of KEYS keys (small lists) is restored by real Flink
 2.3 with the RocksDB backend, at its own parallelism, at `--q` (Flink rescales), and as
@@ -34,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -60,7 +64,7 @@ def _key_bytes(key: str, max_parallelism: int) -> tuple[int, bytes]:
 
 
 def _write_instance(
-    folder: Path, keys: list[tuple[int, bytes]], seed: int, elements: int = ELEMENTS_PER_LIST
+    folder: Path, keys: list[bytes], seed: int, elements: int = ELEMENTS_PER_LIST
 ) -> None:
     from rocksdict import AccessType, Options, Rdict, WriteOptions
 
@@ -80,7 +84,7 @@ def _write_instance(
     cnt, lst, mp = (db.get_column_family(n) for n in ("cnt", "lst", "mp"))
     for cf in (cnt, lst, mp):
         cf.set_write_options(no_wal)
-    for _, key in keys:
+    for key in keys:
         cnt[key] = rng.getrandbits(64).to_bytes(8, "big")
         lst[key] = b",".join(rng.randbytes(8) for _ in range(elements))
         mp[key + b"\x03u0"] = b"\x00" + rng.randbytes(8)
@@ -91,24 +95,34 @@ def _write_instance(
             junk.unlink()
 
 
-def build(
-    target: Path, gib: float, keys_wanted: int | None = None, elements: int = ELEMENTS_PER_LIST
+def _row_bytes(elements: int) -> int:
+    """About what one key takes in an instance: its `cnt`, `lst` and `mp` rows."""
+    return elements * 9 + 8 + 9 + 3 * 12
+
+
+def _swap_instances(
+    sp_dir: Path,
+    target: Path,
+    total_keys: int,
+    write_instance: Callable[[Path, list[bytes], int], None],
 ) -> Path:
-    """A NATIVE savepoint of about `gib` GiB at `target` (or of `keys_wanted` keys)."""
-    sp = open_savepoint(str(FIXTURE))
+    """`sp_dir` copied to `target` with each RocksDB instance of `keyed-str` replaced by the one
+    `write_instance(folder, keys, seed)` writes into `folder`: of the keys `key-000000000`...
+    (`total_keys` of them, as key-group prefix ‖ key ‖ VoidNamespace, ascending), those in the
+    subtask's key groups; the seed is the subtask's index. Its files get uuid names beside
+    `_metadata`, the old instance's files are deleted."""
+    sp = open_savepoint(str(sp_dir))
     op = sp.find_operator("keyed-str")
-    row_bytes = elements * 9 + 8 + 9 + 3 * 12
-    total_keys = keys_wanted or int(gib * (1 << 30) / row_bytes)
     keys = sorted(_key_bytes(f"key-{i:09d}", op.max_parallelism) for i in range(total_keys))
-    shutil.copytree(FIXTURE, target)
+    shutil.copytree(sp_dir, target)
     subtasks = []
     for subtask in op.subtasks or ():
         handle = subtask.managed_keyed_state
-        assert isinstance(handle, IncrementalKeyedHandle) and handle.key_groups
+        assert isinstance(handle, IncrementalKeyedHandle)
         first, last = key_group_range(op.max_parallelism, op.parallelism, subtask.index)
-        mine = [k for k in keys if first <= k[0] <= last]
+        mine = [key for group, key in keys if first <= group <= last]
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            _write_instance(Path(tmp) / "db", mine, subtask.index, elements)
+            write_instance(Path(tmp) / "db", mine, subtask.index)
             files = []
             for path in sorted((Path(tmp) / "db").iterdir()):
                 name, size = str(uuid.uuid4()), path.stat().st_size
@@ -125,6 +139,18 @@ def build(
     metadata = dataclasses.replace(sp.metadata, operators=operators)
     (target / "_metadata").write_bytes(write_metadata(metadata))
     return target
+
+
+def build(
+    target: Path, gib: float, keys_wanted: int | None = None, elements: int = ELEMENTS_PER_LIST
+) -> Path:
+    """A NATIVE savepoint of about `gib` GiB at `target` (or of `keys_wanted` keys)."""
+    total_keys = keys_wanted or int(gib * (1 << 30) / _row_bytes(elements))
+
+    def write(folder: Path, keys: list[bytes], seed: int) -> None:
+        _write_instance(folder, keys, seed, elements)
+
+    return _swap_instances(FIXTURE, target, total_keys, write)
 
 
 FAMILIES = ("cnt", "lst", "mp", "_timer_state/processing_user-timers",
@@ -216,35 +242,12 @@ def build_levelled(
          "-p", str(parallelism)],
         check=True, stdout=subprocess.DEVNULL,
     )  # fmt: skip
-    target = work / f"p{parallelism}"
-    sp = open_savepoint(str(rescaled))
-    op = sp.find_operator("keyed-str")
-    total_keys = int(gib * (1 << 30) / (elements * 9 + 8 + 9 + 3 * 12))
-    keys = sorted(_key_bytes(f"key-{i:09d}", op.max_parallelism) for i in range(total_keys))
-    shutil.copytree(rescaled, target)
-    subtasks = []
-    for subtask in op.subtasks or ():
-        handle = subtask.managed_keyed_state
-        assert isinstance(handle, IncrementalKeyedHandle)
-        first, last = key_group_range(op.max_parallelism, op.parallelism, subtask.index)
-        mine = [key for group, key in keys if first <= group <= last]
-        with tempfile.TemporaryDirectory(dir=work) as tmp:
-            _write_levelled_instance(Path(tmp) / "db", mine, subtask.index, sizes, elements)
-            files = []
-            for path in sorted((Path(tmp) / "db").iterdir()):
-                name, size = str(uuid.uuid4()), path.stat().st_size
-                shutil.move(path, target / name)
-                files.append(LocalFile(path.name, RelativeFileHandle(name, size)))
-        for old in handle.private:
-            assert isinstance(old.handle, RelativeFileHandle)
-            (target / old.handle.relative_path).unlink()
-        new = dataclasses.replace(handle, private=tuple(files), shared=())
-        subtasks.append(dataclasses.replace(subtask, managed_keyed_state=new))
-    operators = tuple(
-        dataclasses.replace(o, subtasks=tuple(subtasks)) if o is op else o for o in sp.operators
-    )
-    metadata = dataclasses.replace(sp.metadata, operators=operators)
-    (target / "_metadata").write_bytes(write_metadata(metadata))
+    total_keys = int(gib * (1 << 30) / _row_bytes(elements))
+
+    def write(folder: Path, keys: list[bytes], seed: int) -> None:
+        _write_levelled_instance(folder, keys, seed, sizes, elements)
+
+    target = _swap_instances(rescaled, work / f"p{parallelism}", total_keys, write)
     shutil.rmtree(small)
     shutil.rmtree(rescaled)
     return target
@@ -301,14 +304,30 @@ def _statectl_rescale(source: Path, out: Path, q: int, master: str, *extra: str)
     return {"seconds": round(wall, 2), **dict(json.loads(done.stdout).get("timings", {}))}
 
 
+def _flink_restores(outputs: list[tuple[str, Path, int]]) -> dict[str, float]:
+    """Flink 2.3's restore seconds of each (label, savepoint, parallelism), by label: RocksDB
+    backend, keys not dumped, one JVM each after a small warm-up restore in it; the time from
+    job submission until every subtask has restored."""
+    from tests.flink import harness
+    from tests.flink.harness import RestoreRequest
+
+    warm_up = RestoreRequest(FIXTURE, 2, backend="rocksdb", dump=False)
+    restores = {}
+    for label, path, n in outputs:
+        request = RestoreRequest(path, n, backend="rocksdb", dump=False)
+        _, result = harness.restore_check([warm_up, request])
+        if not result["ok"]:
+            raise RuntimeError(f"{label}: {result['error']}")
+        restores[label] = result["restore_seconds"]
+        print(f"{label}: restored in {restores[label]} s", file=sys.stderr)
+    return restores
+
+
 def restore_bench(work: Path, keys: int, q: int, master: str) -> dict[str, Any]:
     """Flink 2.3's restore time (RocksDB backend, one JVM, keys not dumped) of (a) the original
     at its own parallelism, (b) the original at `q` (Flink's restore-time rescale), (c)
     statectl's native output at `q`, (d) statectl's canonical output at `q`; and statectl's
     own time for (c) and (d)."""
-    from tests.flink import harness
-    from tests.flink.harness import RestoreRequest
-
     started = time.monotonic()
     source = build(work / "native", 0, keys_wanted=keys, elements=RESTORE_ELEMENTS)
     print(f"built {keys} keys in {time.monotonic() - started:.0f}s", file=sys.stderr)
@@ -323,15 +342,7 @@ def restore_bench(work: Path, keys: int, q: int, master: str) -> dict[str, Any]:
         (f"(c) statectl native at {q}", work / "native-q", q),
         (f"(d) statectl canonical at {q}", work / "canonical-q", q),
     ]
-    warm_up = RestoreRequest(FIXTURE, 2, backend="rocksdb", dump=False)
-    restores = {}
-    for label, path, n in outputs:  # one JVM each (after a small warm-up restore in it)
-        request = RestoreRequest(path, n, backend="rocksdb", dump=False)
-        _, result = harness.restore_check([warm_up, request])
-        if not result["ok"]:
-            raise RuntimeError(f"{label}: {result['error']}")
-        restores[label] = result["restore_seconds"]
-        print(f"{label}: restored in {restores[label]} s", file=sys.stderr)
+    restores = _flink_restores(outputs)
     return {
         "keys": keys,
         "entries": entries,
@@ -366,9 +377,10 @@ def _layout(source: Path) -> dict[str, int]:
     return dict(sorted(levels.items()))
 
 
-def _runs(source: Path, work: Path, master: str) -> dict[str, Any]:
+def _runs(source: Path, work: Path, master: str, keep: tuple[str, ...] = ()) -> dict[str, Any]:
     """cp -r, then each statectl command on the same savepoint: seconds, ratio to cp -r, peak
-    RSS of the process tree, and rescale's count of SST files."""
+    RSS of the process tree, and rescale's count of SST files. The outputs of the commands
+    named in `keep` stay at `work/<name>`; the others are deleted once timed."""
     statectl = [sys.executable, "-m", "statectl"]
     commands = {
         "rescale_p3": ["rescale", "-p", "3"],
@@ -393,8 +405,34 @@ def _runs(source: Path, work: Path, master: str) -> dict[str, Any]:
         if name == "rescale_p3":
             keyed = [op for op in summary["operators"] if op.get("uid") == "keyed-str"]
             report[name]["sst_files"] = keyed[0].get("sst_files")
-        shutil.rmtree(out, ignore_errors=True)
+        if name not in keep:
+            shutil.rmtree(out, ignore_errors=True)
     return report
+
+
+def _restores_of_runs(source: Path, work: Path) -> dict[str, Any]:
+    """Flink's restore (`_flink_restores`) of (a) `source` at its parallelism, (b) `source` at 3
+    (Flink rescales), (c) `_runs`' `rescale_p3` output at 3, (d) its `convert` output at its
+    parallelism; then deletes both outputs."""
+    outputs = [work / "rescale_p3", work / "convert"]
+    try:
+        p = open_savepoint(str(source)).find_operator("keyed-str").parallelism
+        converted = open_savepoint(str(outputs[1])).find_operator("keyed-str").parallelism
+        labels = [
+            (f"(a) original at {p}", source, p),
+            ("(b) original at 3 (Flink rescales)", source, 3),
+            ("(c) statectl rescale -p 3 (native) at 3", outputs[0], 3),
+            (f"(d) statectl convert (canonical) at {converted}", outputs[1], converted),
+        ]
+        restores = _flink_restores(labels)
+    finally:
+        for out in outputs:
+            shutil.rmtree(out, ignore_errors=True)
+    seconds = list(restores.values())
+    return {
+        "flink_restore_seconds": restores,
+        "restore_ratio_rescaled_to_original": round(seconds[2] / seconds[0], 2),
+    }
 
 
 def _timed_json(cmd: list[str]) -> tuple[float, int, dict[str, Any]]:
@@ -424,6 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         help="instead: the Flink restore benchmark on a native savepoint of KEYS keys",
     )  # fmt: skip
     parser.add_argument("--q", type=int, default=3, help="parallelism of the restore benchmark")
+    parser.add_argument(
+        "--no-restore", action="store_true",
+        help="skip Flink's restores of the default run (a machine without the Flink jars)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.restore:
         work = Path(args.work or tempfile.mkdtemp(prefix="statectl-restore-bench-"))
@@ -447,7 +489,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"built {size / (1 << 30):.2f} GiB in {time.monotonic() - started:.0f}s",
               file=sys.stderr)  # fmt: skip
         report = {"native_bytes": size, "layout": _layout(source)}
-        report.update(_runs(source, work, args.master))
+        keep = () if args.no_restore else ("rescale_p3", "convert")
+        report.update(_runs(source, work, args.master, keep))
+        if not args.no_restore:
+            report.update(_restores_of_runs(source, work))
         print(json.dumps(report, indent=2))
         result = REPO / ".cache" / "bench" / "native_result.json"
         result.parent.mkdir(parents=True, exist_ok=True)
