@@ -5,8 +5,8 @@ the end (checksum type, metaindex and index block handles, format version, magic
 followed by a 5-byte trailer (compression type, checksum of the block and that type byte), a
 metaindex block naming the meta blocks (properties, filter, …), an index block holding every
 data block's handle. `verify` checks the trailer of every block the file has: what RocksDB
-checks as it reads them all (`ReadOptions::verify_checksums`), at the speed of hashing, with
-no call per row.
+checks as it reads them all (`ReadOptions::verify_checksums`), with one Python step per block
+(hashed in C by google-crc32c or xxhash), none per row.
 
 What it reads: format versions 1 to 5 (Flink 1.15–2.3's FRocksDB writes 4 and 5, rocksdict's
 RocksDB 10.4 writes what statectl asks: 4), checksums CRC32C, xxHash, xxHash64 and XXH3, a
