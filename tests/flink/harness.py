@@ -478,7 +478,9 @@ def restore_check(
     """Restores every request in one JVM (Flink `version`, 2.x); one result per request, in order.
 
     A result: {"request", "ok", "error" (message chain or None), "error_chain", "state" (the dump
-    schema, None on error), "restored_flags" {uid: bool}, "backend", "backend_classes", "seconds"}.
+    schema, None on error), "restored_flags" {uid: bool}, "backend", "backend_classes", "seconds"
+    (the whole request), "restore_seconds" (on success: from the job's submission until every
+    stateful subtask has restored)}.
     """
     if not items:
         return []
