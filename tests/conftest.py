@@ -29,6 +29,14 @@ LONGEST_FIRST = (
     "tests/compat/test_flink_versions.py",
     "tests/api/test_spark_datasource.py",
     "tests/operations/rescale/test_heap_e2e.py",
+    # each over 30 s in one test or fixture (a fresh clone's --durations): none of them left for the end either
+    "tests/operations/rescale/test_sql_e2e.py",
+    "tests/operations/test_state_edits_e2e.py",
+    "tests/operations/rescale/test_native_levels_e2e.py",
+    "tests/reliability/test_kill.py",
+    "tests/operations/rescale/test_window_e2e.py",
+    "tests/flink/test_upgrade_truth.py",
+    "tests/operations/test_sql_edit_e2e.py",
 )
 
 
