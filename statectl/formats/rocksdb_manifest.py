@@ -70,17 +70,23 @@ class Manifest:
 # --- varints ---------------------------------------------------------------------------------
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def read_varint64(data: bytes, pos: int, error: type[Exception]) -> tuple[int, int]:
+    """RocksDB's varint64 (`GetVarint64`, util/coding.h) at `pos`, and the position after;
+    `error` raised where it runs past `data` or past 64 bits."""
     result = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
-            raise UnknownManifest("truncated varint")
+            raise error("truncated varint")
         byte = data[pos]
         pos += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return result, pos
         shift += 7
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    return read_varint64(data, pos, UnknownManifest)
 
 
 def _slice(data: bytes, pos: int) -> tuple[bytes, int]:

@@ -26,6 +26,7 @@ import cramjam
 import google_crc32c
 import xxhash
 
+from statectl.formats.rocksdb_manifest import read_varint64
 from statectl.formats.snappy_framed import mask_crc
 
 _BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
@@ -263,19 +264,10 @@ def _handle(data: bytes, position: int) -> tuple[tuple[int, int], int]:
 
 
 def _varint(data: bytes, position: int, signed: bool = False) -> tuple[int, int]:
-    """A little-endian base-128 varint (zigzag-decoded when `signed`) and the position after."""
+    """A varint64 (zigzag-decoded when `signed`, `GetVarsignedint64`) and the position after."""
     if position < len(data) and data[position] < 0x80 and not signed:
         return data[position], position + 1
-    result = shift = 0
-    while True:
-        if position >= len(data) or shift > 63:
-            raise SstDamaged("a varint runs past its block")
-        byte = data[position]
-        position += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            break
-        shift += 7
+    result, position = read_varint64(data, position, SstDamaged)
     if signed:
         result = (result >> 1) ^ -(result & 1)
     return result, position
