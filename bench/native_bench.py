@@ -1,6 +1,6 @@
 """Benchmark: converting and rescaling a RocksDB NATIVE savepoint of ≥ 1 GiB.
 
-Usage: python -m bench.native_bench [--gib 1.0] [--work DIR] [--keep] [--no-restore]
+Usage: python -m bench.native_bench [--gib 1.0] [--repeat 3] [--work DIR] [--keep] [--no-restore]
 
 The savepoint is written at parallelism 4, as a running job leaves it: the committed Flink 2.3
 fixture `rocksdb_native_full` rescaled to 4 by statectl (its meta files and operator state), the
@@ -13,6 +13,9 @@ levels below them. Reported: wall time of `cp -r`, `statectl rescale -p 3` (by S
 what became of the files), `statectl convert` (to canonical) and `statectl rescale
 --max-parallelism` (a re-hash of every row) as a ratio to `cp -r` of the same savepoint, and the
 peak RSS of the statectl process tree (driver, worker processes, Spark's JVM if any; sampled).
+Each runs `--repeat` times after a `sync`, and the fastest of each is compared: a `cp -r` of
+the same bytes took 0.4 to 1.6 s from one run to the next on one machine (its writes land in
+the page cache or wait for the disk), so one sample of either side says little.
 In the same run, unless `--no-restore`: real Flink 2.3's restore (RocksDB backend, keys not
 dumped) of the same savepoint at 4 and at 3 (Flink rescales), of the output of `rescale -p 3`
 at 3 and of the output of `convert` at 4, and the ratio of the third to the first.
@@ -377,37 +380,53 @@ def _layout(source: Path) -> dict[str, int]:
     return dict(sorted(levels.items()))
 
 
-def _runs(source: Path, work: Path, master: str, keep: tuple[str, ...] = ()) -> dict[str, Any]:
-    """cp -r, then each statectl command on the same savepoint: seconds, ratio to cp -r, peak
-    RSS of the process tree, and rescale's count of SST files. The outputs of the commands
-    named in `keep` stay at `work/<name>`; the others are deleted once timed."""
+def _runs(
+    source: Path, work: Path, master: str, keep: tuple[str, ...] = (), repeat: int = 1
+) -> dict[str, Any]:
+    """cp -r, then each statectl command on the same savepoint, each `repeat` times: the
+    fastest's seconds (and every run's), its ratio to the fastest cp -r, the largest peak RSS
+    of the process tree, and rescale's count of SST files. The outputs of the commands named in
+    `keep` stay at `work/<name>`; the others are deleted once timed."""
     statectl = [sys.executable, "-m", "statectl"]
     commands = {
         "rescale_p3": ["rescale", "-p", "3"],
         "convert": ["convert"],
         "rehash_max_parallelism_256": ["rescale", "--max-parallelism", "256"],
     }
-    subprocess.run(["sync"], check=True)
-    cp, _ = _timed(["cp", "-r", str(source), str(work / "copy")])
-    report: dict[str, Any] = {"cp_seconds": round(cp, 2)}
+    copies = []
+    for _ in range(repeat):
+        subprocess.run(["sync"], check=True)  # no dirty pages of an earlier run written back
+        copies.append(_timed(["cp", "-r", str(source), str(work / "copy")])[0])
+        shutil.rmtree(work / "copy")
+    cp = min(copies)
+    report: dict[str, Any] = {"cp_seconds": round(cp, 2), "cp_runs": _rounded(copies)}
     for name, args in commands.items():
         out = work / name
-        seconds, rss, summary = _timed_json(
-            [*statectl, args[0], str(source), "-o", str(out), *args[1:], "--master", master]
-        )
+        runs = []
+        for n in range(repeat):
+            subprocess.run(["sync"], check=True)
+            runs.append(_timed_json(
+                [*statectl, args[0], str(source), "-o", str(out), *args[1:], "--master", master]
+            ))  # fmt: skip
+            if n + 1 < repeat or name not in keep:
+                shutil.rmtree(out, ignore_errors=True)
+        seconds, _, summary = min(runs, key=lambda run: run[0])
         report[name] = {
             "seconds": round(seconds, 2),
+            "runs": _rounded([run[0] for run in runs]),
             "ratio_to_cp": round(seconds / cp, 1),
-            "peak_rss_mib": round(rss / (1 << 20)),
+            "peak_rss_mib": round(max(run[1] for run in runs) / (1 << 20)),
             "tasks_run": summary.get("tasks"),
             "timings": summary.get("timings"),
         }
         if name == "rescale_p3":
             keyed = [op for op in summary["operators"] if op.get("uid") == "keyed-str"]
             report[name]["sst_files"] = keyed[0].get("sst_files")
-        if name not in keep:
-            shutil.rmtree(out, ignore_errors=True)
     return report
+
+
+def _rounded(seconds: list[float]) -> list[float]:
+    return [round(s, 2) for s in seconds]
 
 
 def _restores_of_runs(source: Path, work: Path) -> dict[str, Any]:
@@ -458,6 +477,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--keep", action="store_true")
     parser.add_argument(
+        "--repeat", type=int, default=3,
+        help="runs of cp -r and of each command (the fastest of each is compared)",
+    )  # fmt: skip
+    parser.add_argument(
         "--restore", type=int, default=0, metavar="KEYS",
         help="instead: the Flink restore benchmark on a native savepoint of KEYS keys",
     )  # fmt: skip
@@ -490,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)  # fmt: skip
         report = {"native_bytes": size, "layout": _layout(source)}
         keep = () if args.no_restore else ("rescale_p3", "convert")
-        report.update(_runs(source, work, args.master, keep))
+        report.update(_runs(source, work, args.master, keep, args.repeat))
         if not args.no_restore:
             report.update(_restores_of_runs(source, work))
         print(json.dumps(report, indent=2))

@@ -336,27 +336,50 @@ def build_block(
     Keys come without the flag (as `iter_entries` returns them); empty runs are skipped.
     Raises ValueError for inputs no block can hold (no entries, a repeated state id, …).
     """
-    parts: list[bytes] = []
+    block = bytearray()
     seen: set[int] = set()
     for state_id, entries in runs:
         if not entries:
             continue
-        if not 0 <= state_id < END_OF_KEY_GROUP_MARK or state_id in seen:
-            raise ValueError(f"state id {state_id} is out of range or repeated in one block")
+        if state_id in seen:
+            raise ValueError(f"state id {state_id} is repeated in one block")
         seen.add(state_id)
-        parts.append(_U16.pack(state_id))
+        append_run_start(block, state_id)
         last = len(entries) - 1
         for n, (key, value) in enumerate(entries):
-            if not key or key[0] & FIRST_BIT_IN_BYTE_MASK:
-                raise ValueError("a key must be non-empty and start below 0x80 (the flag bit)")
-            if n == last:
-                key = bytes((key[0] | FIRST_BIT_IN_BYTE_MASK,)) + bytes(key[1:])
-            parts += (_I32.pack(len(key)), bytes(key), _I32.pack(len(value)), bytes(value))
-    if not parts:
+            append_entry(block, key, value, n == last)
+    if not block:
         raise ValueError("a key-group block needs at least one entry")
-    parts.append(_U16.pack(END_OF_KEY_GROUP_MARK))
-    data = b"".join(parts)
+    append_end_mark(block)
+    data = bytes(block)
     return snappy_framed.compress_stream(data) if compress else data
+
+
+def append_run_start(block: bytearray, state_id: int) -> None:
+    """A state's run begins: its u16 id. With `append_entry` and `append_end_mark`, a block
+    written in pieces, by `build_block`'s rules."""
+    if not 0 <= state_id < END_OF_KEY_GROUP_MARK:
+        raise ValueError(f"state id {state_id} is out of range")
+    block += _U16.pack(state_id)
+
+
+def append_entry(block: bytearray, key: bytes, value: bytes, last_of_run: bool) -> None:
+    """One entry of a run; the run's last carries the flag in its key's first byte."""
+    if not key or key[0] & FIRST_BIT_IN_BYTE_MASK:
+        raise ValueError("a key must be non-empty and start below 0x80 (the flag bit)")
+    block += _I32.pack(len(key))
+    if last_of_run:
+        block.append(key[0] | FIRST_BIT_IN_BYTE_MASK)
+        block += memoryview(key)[1:]
+    else:
+        block += key
+    block += _I32.pack(len(value))
+    block += value
+
+
+def append_end_mark(block: bytearray) -> None:
+    """The key group's block ends."""
+    block += _U16.pack(END_OF_KEY_GROUP_MARK)
 
 
 def run_bytes(state_id: int, entries: Sequence[tuple[bytes, bytes]]) -> bytes:

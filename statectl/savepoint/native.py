@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import itertools
+import operator
 import os
 import re
 import shutil
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
 WORK_DIR_ENV = "STATECTL_LOCAL_DIR"
 _ASYNC_STATE_TYPE = "KEY_VALUE_V2"
 _TAKE_CANONICAL = "take a CANONICAL savepoint with Flink instead"
+PIECE_BYTES = 1 << 20  # a canonical block streamed out of an instance: bytes per piece
 _SEGMENT_CHUNK = 8 << 20  # bytes per read when copying a segment out of its physical file
 
 
@@ -556,7 +559,18 @@ class OpenInstance:
     def blocks(
         self, states: Sequence[tuple[str, int]], first: int, last: int, prefix_bytes: int
     ) -> Iterator[tuple[int, bytes]]:
-        """(key group, canonical block) for every non-empty key group, ascending.
+        """(key group, canonical block) for every non-empty key group, ascending: each block
+        whole, for readers that walk it (`block_pieces` streams them)."""
+        pieces = self.block_pieces(states, first, last, prefix_bytes)
+        for key_group, parts in itertools.groupby(pieces, key=operator.itemgetter(0)):
+            yield key_group, b"".join(piece for _, piece in parts)
+
+    def block_pieces(
+        self, states: Sequence[tuple[str, int]], first: int, last: int, prefix_bytes: int
+    ) -> Iterator[tuple[int, bytearray]]:
+        """(key group, piece) of every non-empty key group's canonical block, ascending. A
+        key group's pieces are consecutive and, joined, its block: a writer holds a piece of
+        about `PIECE_BYTES`, never a key group, whose size grows with the state's.
 
         `states` maps column families to state ids of the new header, in ascending id order.
         """
@@ -567,17 +581,9 @@ class OpenInstance:
             if not present:
                 return
             key_group = min(present)
-            runs = []
-            for index, (_, state_id) in enumerate(states):
-                entries = []
-                head = heads[index]
-                while head is not None and _key_group(head[0], prefix_bytes) == key_group:
-                    entries.append(head)
-                    head = next(iterators[index], None)
-                heads[index] = head
-                runs.append((state_id, entries))
+            prefix = key_group.to_bytes(prefix_bytes, "big")
             try:
-                yield key_group, keyed_blocks.build_block(runs)
+                yield from _key_group_pieces(key_group, prefix, states, iterators, heads)
             except ValueError as exc:
                 raise FormatError(
                     f"key group {key_group}: {exc}", self.instance.description
@@ -675,6 +681,37 @@ def _check_end(family: Rdict, read_options: Any, lower: bytes, last_key: bytes |
         raise RuntimeError(f"the scan stopped before key {iterator.key()!r}")
 
 
+def _key_group_pieces(
+    key_group: int,
+    prefix: bytes,
+    states: Sequence[tuple[str, int]],
+    iterators: list[Iterator[Any]],
+    heads: list[Any],
+) -> Iterator[tuple[int, bytearray]]:
+    """One key group's block in pieces: each state's rows under `prefix`, taken from its
+    iterator (`heads` holds each iterator's next row, and is left at the next key group's)."""
+    piece = bytearray()
+    for index, (_, state_id) in enumerate(states):
+        head = heads[index]
+        if head is None or not head[0].startswith(prefix):
+            continue
+        keyed_blocks.append_run_start(piece, state_id)
+        rows = iterators[index]
+        while head is not None:
+            key, value = head
+            head = next(rows, None)
+            last = head is None or not head[0].startswith(prefix)
+            keyed_blocks.append_entry(piece, key, value, last)
+            if len(piece) >= PIECE_BYTES:
+                yield key_group, piece
+                piece = bytearray()
+            if last:
+                break
+        heads[index] = head
+    keyed_blocks.append_end_mark(piece)
+    yield key_group, piece
+
+
 def _clip(owned: tuple[int, int] | None, first: int, last: int) -> tuple[int, int] | None:
     if owned is None:
         return None
@@ -699,6 +736,18 @@ def read_blocks(
     """Canonical blocks of key groups first..last (clipped to what the instance owns)."""
     with opened(instance) as db:
         yield from db.blocks(states, first, last, prefix_bytes)
+
+
+def read_block_pieces(
+    instance: NativeInstance,
+    states: Sequence[tuple[str, int]],
+    first: int,
+    last: int,
+    prefix_bytes: int,
+) -> Iterator[tuple[int, bytearray]]:
+    """`read_blocks` in pieces (`OpenInstance.block_pieces`), for writers."""
+    with opened(instance) as db:
+        yield from db.block_pieces(states, first, last, prefix_bytes)
 
 
 def rows_outside(instance: NativeInstance, prefix_bytes: int) -> int:

@@ -64,6 +64,11 @@ class NativeOutput:
 
 TABLE_FORMAT_VERSION = 4  # FRocksDB 6.20.3 reads up to 5; 4 is RocksDB's long-standing default
 _UPLOAD_CHUNK = 8 << 20
+# An SST file is closed, and the next begun, once it holds this much: RocksDB keeps a file's
+# index in memory until the file is finished, so one file per state would grow with it.
+# Flink's own files have this target size too (RocksDB's `target_file_size_base`).
+SST_FILE_BYTES = 64 << 20
+_SIZE_CHECK_ROWS = 1024  # rows between looks at the open file's size
 
 
 def writer_options() -> Options:
@@ -109,7 +114,8 @@ class InstanceWriter:
         self.key_groups = key_groups
         self.prefix_bytes = prefix_bytes
         self.folder = tempfile.mkdtemp(prefix="statectl-native-out-", dir=work_root())
-        self._writers: dict[int, SstFileWriter] = {}
+        self._writers: dict[int, SstFileWriter] = {}  # the open file of each column family
+        self._files: dict[int, list[str]] = {}  # each column family's files, in key order
         self._rows = [0] * len(self.families)
         self._last: list[bytes | None] = [None] * len(self.families)
         self._adopted = ""  # the folder of an adopted instance
@@ -127,6 +133,7 @@ class InstanceWriter:
 
     def close(self) -> None:
         self._writers.clear()
+        self._files.clear()
         shutil.rmtree(self.folder, ignore_errors=True)
 
     def put(self, family: int, key: bytes, value: bytes) -> None:
@@ -145,15 +152,23 @@ class InstanceWriter:
             return
         self._check(family, head[0])
         writer = self._writers.get(family)
-        if writer is None:
-            writer = self._writers[family] = self._open_sst(family)
-        count, key = 0, head[0]
+        count, key, rolled_after = 0, head[0], b""
         for key, value in itertools.chain((head,), iterator):
+            if writer is None:
+                if count:  # the previous file ended inside this run: the files must not overlap
+                    self._last[family] = rolled_after
+                    self._check(family, key)
+                writer = self._open_sst(family)
             try:
                 writer[key] = value
             except Exception as exc:  # rocksdict raises plain Exception
                 raise FormatError(f"state {self.families[family]!r}: {exc}") from None
             count += 1
+            if count % _SIZE_CHECK_ROWS == 0 and writer.file_size() >= SST_FILE_BYTES:
+                writer.finish()
+                del self._writers[family]
+                writer = None
+                rolled_after = key
         self._check(family, key)
         self._last[family] = key
         self._rows[family] += count
@@ -177,8 +192,10 @@ class InstanceWriter:
     def _open_sst(self, family: int) -> SstFileWriter:
         from rocksdict import SstFileWriter
 
-        writer = SstFileWriter(_options())
-        writer.open(os.path.join(self.folder, f"ingest-{family}.sst"))
+        files = self._files.setdefault(family, [])
+        files.append(os.path.join(self.folder, f"ingest-{family}-{len(files)}.sst"))
+        writer = self._writers[family] = SstFileWriter(_options())
+        writer.open(files[-1])
         return writer
 
     @property
@@ -194,7 +211,7 @@ class InstanceWriter:
         every table with this module's settings; no row passes through Python."""
         from rocksdict import BottommostLevelCompaction, CompactOptions, Rdict
 
-        if self._writers or self._adopted:
+        if self._files or self._adopted:
             raise ValueError("adopt() comes before any row")
         db_folder = os.path.join(self.folder, "db")
         os.mkdir(db_folder)
@@ -240,17 +257,17 @@ class InstanceWriter:
     def use_instance(self, db_folder: str) -> None:
         """Take the instance in `db_folder` (inside `folder`, made by `native_files`) as it
         is; rows may still be added in other key groups, as after `adopt`."""
-        if self._writers or self._adopted:
+        if self._files or self._adopted:
             raise ValueError("use_instance() comes before any row")
         self._adopted = db_folder
 
     def build(self) -> str:
-        """Ingest every column family's SST file into a new instance (or the adopted one,
+        """Ingest every column family's SST files into a new instance (or the adopted one,
         whose rows lie in other key groups); its folder."""
         from rocksdict import IngestExternalFileOptions, Options, Rdict
 
         if self._adopted:
-            if not self._writers:
+            if not self._files:
                 return self._adopted
             db_folder = self._adopted
             _, families = Options.load_latest(db_folder, ignore_unknown_options=True)
@@ -264,13 +281,15 @@ class InstanceWriter:
             if not self._adopted:
                 for name in self.families:  # in the header's order, as Flink registers them
                     db.create_column_family(name, _options())
-            for index, writer in sorted(self._writers.items()):
+            for writer in self._writers.values():
                 writer.finish()
+            self._writers.clear()
+            for index, files in sorted(self._files.items()):
                 ingest = IngestExternalFileOptions()
                 ingest.set_move_files(True)
-                path = os.path.join(self.folder, f"ingest-{index}.sst")
-                db.get_column_family(self.families[index]).ingest_external_file([path], ingest)
-            self._writers.clear()
+                family = db.get_column_family(self.families[index])
+                family.ingest_external_file(files, ingest)  # in key order, none overlapping
+            self._files.clear()
         finally:
             db.close()
         return db_folder

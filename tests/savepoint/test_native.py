@@ -70,6 +70,28 @@ def test_blocks_are_byte_identical_to_flinks_canonical_savepoint(fixture: str, u
     assert converted == expected
 
 
+def test_blocks_streamed_in_pieces_join_to_flinks_canonical_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A writer holds one piece, not a key group: with pieces of 64 bytes, most key groups
+    come in several, and joined they are still Flink's blocks, byte for byte."""
+    monkeypatch.setattr(native, "PIECE_BYTES", 64)
+    uid = "keyed-str"
+    expected = key_group_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), uid)
+    pieces: dict[int, list[bytes]] = {}
+    for instance in _instances(open_savepoint(str(fixture_savepoint("rocksdb_native_full"))), uid):
+        _, header = native.meta_header(instance)
+        states = [(s.name, i) for i, s in enumerate(header.states)]
+        streamed = list(native.read_block_pieces(instance, states, 0, 127, 1))
+        groups = [key_group for key_group, _ in streamed]
+        assert groups == sorted(groups)  # a key group's pieces are consecutive
+        for key_group, piece in streamed:
+            assert len(piece) < 64 + 1024  # a piece ends once it reaches 64 bytes
+            pieces.setdefault(key_group, []).append(bytes(piece))
+    assert sum(len(p) > 1 for p in pieces.values()) > len(pieces) // 2
+    assert {g: b"".join(p) for g, p in pieces.items()} == expected
+
+
 def test_meta_file_is_the_canonical_header() -> None:
     canonical = open_savepoint(str(fixture_savepoint("rocksdb_canonical")))
     handle = next(canonical.subtasks(canonical.find_operator("keyed-str"))).managed_keyed_state

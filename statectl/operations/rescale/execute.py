@@ -158,10 +158,15 @@ def _write_native_run(
     out: OutputFile, run: NativeRun, offsets: list[int], first_key_group: int
 ) -> None:
     """Canonical blocks built from a RocksDB instance (opened on this executor's local disk)."""
-    blocks = native.read_blocks(run.instance, run.states, run.first, run.last, run.prefix_bytes)
-    for key_group, block in blocks:
-        offsets[key_group - first_key_group] = out.pos
-        out.write(block)
+    pieces = native.read_block_pieces(
+        run.instance, run.states, run.first, run.last, run.prefix_bytes
+    )
+    started = None
+    for key_group, piece in pieces:
+        if key_group != started:
+            offsets[key_group - first_key_group] = out.pos
+            started = key_group
+        out.write(piece)
 
 
 def _heap_key_groups(run: HeapRun) -> Iterator[HeapKeyGroup]:
