@@ -8,6 +8,7 @@ size.
 
 from __future__ import annotations
 
+import array
 import itertools
 import operator as operators
 import shutil
@@ -382,26 +383,48 @@ def write_rekeyed_native(
     return SubtaskResult(operator.operator_id, index, keyed, None)
 
 
-def _sorted_rows(chunks: list[Chunk]) -> list[tuple[int, list[tuple[bytes, bytes]]]]:
-    """One key group's (key, value) rows per state id, sorted by key (RocksDB's order)."""
-    by_state: dict[int, list[tuple[bytes, bytes]]] = {}
-    for payload, runs in chunks:
-        view = memoryview(payload)
+def _sorted_rows(chunks: list[Chunk]) -> Iterator[tuple[int, Iterator[tuple[bytes, bytes]]]]:
+    """One key group's (key, value) rows per state id, sorted by key (RocksDB's order). Only
+    the keys are copied out to be sorted; each value is cut from its chunk as its row is
+    written (values are most of a key group's bytes, and a key group grows with the state)."""
+    views = [memoryview(payload) for payload, _ in chunks]
+    by_state: dict[int, _StateRows] = {}
+    for number, (_, runs) in enumerate(chunks):
         for state_id, start, end, _ in runs:
-            by_state.setdefault(state_id, []).extend(_chunk_entries(view, start, end))
-    return [(state_id, sorted(rows)) for state_id, rows in sorted(by_state.items())]
+            by_state.setdefault(state_id, _StateRows()).add(number, views[number], start, end)
+    for state_id, rows in sorted(by_state.items()):
+        yield state_id, rows.sorted(views)
 
 
 _I32 = struct.Struct(">i")
 
 
-def _chunk_entries(view: memoryview, start: int, end: int) -> Iterator[tuple[bytes, bytes]]:
-    """The entries of one run of a chunk: `i32 keyLen, key, i32 valueLen, value`, no flags."""
-    pos = start
-    while pos < end:
-        (key_length,) = _I32.unpack_from(view, pos)
-        key_end = pos + 4 + key_length
-        (value_length,) = _I32.unpack_from(view, key_end)
-        value_end = key_end + 4 + value_length
-        yield bytes(view[pos + 4 : key_end]), bytes(view[key_end + 4 : value_end])
-        pos = value_end
+class _StateRows:
+    """A state's entries in a key group's chunks (`i32 keyLen, key, i32 valueLen, value`, no
+    flags): their keys, and where each value lies (chunk, start, end) in arrays of machine
+    integers."""
+
+    def __init__(self) -> None:
+        self.keys: list[bytes] = []
+        self.chunks = array.array("i")
+        self.value_starts = array.array("q")
+        self.value_ends = array.array("q")
+
+    def add(self, chunk: int, view: memoryview, start: int, end: int) -> None:
+        keys, value_starts, value_ends = self.keys, self.value_starts, self.value_ends
+        before = len(keys)
+        pos = start
+        while pos < end:
+            (key_length,) = _I32.unpack_from(view, pos)
+            key_end = pos + 4 + key_length
+            (value_length,) = _I32.unpack_from(view, key_end)
+            keys.append(bytes(view[pos + 4 : key_end]))
+            value_starts.append(key_end + 4)
+            pos = key_end + 4 + value_length
+            value_ends.append(pos)
+        self.chunks.extend(itertools.repeat(chunk, len(keys) - before))
+
+    def sorted(self, views: list[memoryview]) -> Iterator[tuple[bytes, bytes]]:
+        keys, chunks, starts, ends = self.keys, self.chunks, self.value_starts, self.value_ends
+        for i in sorted(range(len(keys)), key=keys.__getitem__):
+            yield keys[i], bytes(views[chunks[i]][starts[i] : ends[i]])
