@@ -65,13 +65,15 @@ docs: setup
 
 # Rescale wall time against cp -r and peak RSS, on synthetic savepoints cached in .cache/bench/
 # (canonical 2 GiB and 0.5 GiB), re-hash entries/s per core (10M entries, String and Long keys),
-# convert and rescale of a 1 GiB RocksDB NATIVE savepoint, then Flink 2.3's restore time of a
-# 1 M-key native savepoint and of statectl's outputs; export (JSON and --typed) entries/s per core
+# convert and rescale of a 1 GiB and a 4 GiB RocksDB NATIVE savepoint (memory flat), then Flink
+# 2.3's restore time of a 1 M-key native savepoint and of statectl's outputs; export (JSON and
+# --typed) entries/s per core
 # and peak RSS of 10M-entry POJO and SQL-row savepoints beside Flink's serializers in a JVM.
 bench: setup
 	$(PY) -m bench.run
 	$(PY) -m bench.rehash
 	$(PY) -m bench.native_bench
+	$(PY) -m bench.native_bench --gib 4 --no-restore  # peak RSS at 4x the state
 	$(PY) -m bench.native_bench --restore 1000000
 	$(PY) -m bench.export_bench
 	$(PY) -m bench.writeback

@@ -517,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
         if not args.no_restore:
             report.update(_restores_of_runs(source, work))
         print(json.dumps(report, indent=2))
-        result = REPO / ".cache" / "bench" / "native_result.json"
+        result = REPO / ".cache" / "bench" / f"native_result-{args.gib:g}gib.json"
         result.parent.mkdir(parents=True, exist_ok=True)
         result.write_text(json.dumps(report, indent=2) + "\n")
         print(f"wrote {result}")

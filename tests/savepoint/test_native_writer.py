@@ -32,25 +32,9 @@ def test_an_instance_reads_back_row_for_row(tmp_path: Path) -> None:
     assert handle.shared == ()
     files = [handle.meta, *(f.handle for f in handle.private)]
     assert handle.checkpointed_size == sum(f.size for f in files)  # type: ignore[union-attr]
-    folder = tmp_path / "read"
-    folder.mkdir()
-    for local in handle.private:
-        assert isinstance(local.handle, RelativeFileHandle)
-        (folder / local.local_path).symlink_to(tmp_path / local.handle.relative_path)
-    from rocksdict import AccessType, Options, Rdict
-
-    assert Rdict.list_cf(str(folder)) == ["default", *FAMILIES]
-    db = Rdict(
-        str(folder),
-        options=Options(raw_mode=True),
-        column_families={name: Options(raw_mode=True) for name in FAMILIES},
-        access_type=AccessType.read_only(),
-    )
-    try:
-        for family, family_rows in rows.items():
-            assert list(db.get_column_family(FAMILIES[family]).items()) == family_rows
-    finally:
-        db.close()
+    assert _read_back(handle, tmp_path) == {
+        FAMILIES[f]: family_rows for f, family_rows in rows.items()
+    }
 
 
 def test_an_empty_instance_has_every_column_family_and_no_sst(tmp_path: Path) -> None:
@@ -97,6 +81,8 @@ def test_the_working_folder_is_removed(tmp_path: Path) -> None:
 
 
 def _read_back(handle: IncrementalKeyedHandle, tmp_path: Path) -> dict[str, list[tuple[bytes, bytes]]]:  # fmt: skip
+    """Every column family's rows of the instance `handle` describes, its files under
+    `tmp_path`."""
     from rocksdict import AccessType, Options, Rdict
 
     folder = tmp_path / "read"
@@ -110,6 +96,7 @@ def _read_back(handle: IncrementalKeyedHandle, tmp_path: Path) -> dict[str, list
         column_families={name: Options(raw_mode=True) for name in FAMILIES},
         access_type=AccessType.read_only(),
     )
+    assert Rdict.list_cf(str(folder)) == ["default", *FAMILIES]
     try:
         return {name: list(db.get_column_family(name).items()) for name in FAMILIES}
     finally:
