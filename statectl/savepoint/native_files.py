@@ -342,9 +342,13 @@ def _folder_source(source: FileSource, folder: str, origins: dict[str, str | Non
 
 
 def _wait_for_l0(db: Rdict, families: list[str]) -> None:
-    """Until no family has an L0 file or a compaction pending or running."""
+    """Until no family has an L0 file or a compaction pending or running. A compaction that
+    fails (a damaged block) stops RocksDB's background work with its L0 files left: that ends
+    the wait at once, and the rows then go the row path, which names the file."""
     deadline = time.monotonic() + _PUSH_DOWN_TIMEOUT
     while time.monotonic() < deadline:
+        if int(db.property_int_value("rocksdb.background-errors") or 0):
+            raise NotByFiles("the L0 compaction failed")
         busy = int(db.property_int_value("rocksdb.num-running-compactions") or 0)
         for name in families:
             family = db.get_column_family(name)

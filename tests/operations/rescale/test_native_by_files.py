@@ -250,3 +250,51 @@ def test_a_damaged_carried_file_fails_as_the_row_path_does(
     assert info.value.source == str(path)
     assert "block checksum mismatch" in info.value.message, info.value.message
     assert not (tmp_path / "out").exists()
+
+
+def test_an_l0_compaction_that_meets_damage_ends_and_the_row_path_names_the_file(
+    multi_level: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """4 → 2 compacts one old instance's L0 files into the level below before the union. With
+    a block of every L0 file damaged, RocksDB's compaction fails and stops its background
+    work, L0 files left: the wait for it ends on RocksDB's background error (not at its
+    timeout, lowered here from an hour so that a regression fails instead of hanging), and the
+    row path then names a damaged file."""
+    from statectl.savepoint import native_files
+
+    damaged = tmp_path / "damaged"
+    shutil.copytree(multi_level, damaged)
+    paths = []
+    for subtask in open_savepoint(str(damaged)).find_operator(UID).subtasks or ():
+        handle = subtask.managed_keyed_state
+        assert isinstance(handle, IncrementalKeyedHandle)
+        files = {}
+        for file in handle.private:
+            assert isinstance(file.handle, RelativeFileHandle)
+            files[file.local_path] = damaged / file.handle.relative_path
+        manifest = rocksdb_manifest.read(files[files["CURRENT"].read_text().strip()].read_bytes())
+        level0 = [sst for ssts in manifest.families.values() for sst in ssts if sst.level == 0]
+        paths += [files[f"{sst.number:06d}.sst"] for sst in level0]
+    assert paths
+    for path in paths:
+        data = bytearray(path.read_bytes())
+        data[8] ^= 0xFF  # the first data block
+        path.write_bytes(bytes(data))
+    waits: list[str] = []
+    wait_for_l0 = native_files._wait_for_l0
+
+    def recorded(*args: Any) -> None:
+        try:
+            wait_for_l0(*args)
+        except native_files.NotByFiles as exc:
+            waits.append(str(exc))
+            raise
+
+    monkeypatch.setattr(native_files, "_wait_for_l0", recorded)
+    monkeypatch.setattr(native_files, "_PUSH_DOWN_TIMEOUT", 60.0)
+    with pytest.raises(FormatError) as info:
+        rescale(plan_rescale(open_savepoint(str(damaged)), 2), str(tmp_path / "out"))
+    assert info.value.source in {str(path) for path in paths}
+    assert "block checksum mismatch" in info.value.message, info.value.message
+    assert waits and all(wait == "the L0 compaction failed" for wait in waits), waits
+    assert not (tmp_path / "out").exists()
