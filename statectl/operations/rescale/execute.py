@@ -393,7 +393,7 @@ def _sorted_rows(chunks: list[Chunk]) -> Iterator[tuple[int, Iterator[tuple[byte
         for state_id, start, end, _ in runs:
             by_state.setdefault(state_id, _StateRows()).add(number, views[number], start, end)
     for state_id, rows in sorted(by_state.items()):
-        yield state_id, rows.sorted(views)
+        yield state_id, rows.in_key_order(views)
 
 
 _I32 = struct.Struct(">i")
@@ -424,7 +424,8 @@ class _StateRows:
             value_ends.append(pos)
         self.chunks.extend(itertools.repeat(chunk, len(keys) - before))
 
-    def sorted(self, views: list[memoryview]) -> Iterator[tuple[bytes, bytes]]:
+    def in_key_order(self, views: list[memoryview]) -> Iterator[tuple[bytes, bytes]]:
+        """(key, value) rows sorted by key, each value cut from `views` (the chunks) as given."""
         keys, chunks, starts, ends = self.keys, self.chunks, self.value_starts, self.value_ends
         for i in sorted(range(len(keys)), key=keys.__getitem__):
             yield keys[i], bytes(views[chunks[i]][starts[i] : ends[i]])

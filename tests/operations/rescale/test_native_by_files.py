@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from statectl.errors import FormatError
+from statectl.execution.engine import LocalEngine
 from statectl.formats import java_types, rocksdb_manifest
 from statectl.formats.handles import IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from statectl.formats.key_groups import key_group_range
@@ -293,7 +294,8 @@ def test_an_l0_compaction_that_meets_damage_ends_and_the_row_path_names_the_file
     monkeypatch.setattr(native_files, "_wait_for_l0", recorded)
     monkeypatch.setattr(native_files, "_PUSH_DOWN_TIMEOUT", 60.0)
     with pytest.raises(FormatError) as info:
-        rescale(plan_rescale(open_savepoint(str(damaged)), 2), str(tmp_path / "out"))
+        plan = plan_rescale(open_savepoint(str(damaged)), 2)
+        rescale(plan, str(tmp_path / "out"), engine=LocalEngine())  # here: the patches hold
     assert info.value.source in {str(path) for path in paths}
     assert "block checksum mismatch" in info.value.message, info.value.message
     assert waits and all(wait == "the L0 compaction failed" for wait in waits), waits
