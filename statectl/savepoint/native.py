@@ -556,15 +556,6 @@ class OpenInstance:
                 self.instance.description,
             ) from None
 
-    def blocks(
-        self, states: Sequence[tuple[str, int]], first: int, last: int, prefix_bytes: int
-    ) -> Iterator[tuple[int, bytes]]:
-        """(key group, canonical block) for every non-empty key group, ascending: each block
-        whole, for readers that walk it (`block_pieces` streams them)."""
-        pieces = self.block_pieces(states, first, last, prefix_bytes)
-        for key_group, parts in itertools.groupby(pieces, key=operator.itemgetter(0)):
-            yield key_group, b"".join(piece for _, piece in parts)
-
     def block_pieces(
         self, states: Sequence[tuple[str, int]], first: int, last: int, prefix_bytes: int
     ) -> Iterator[tuple[int, bytearray]]:
@@ -733,9 +724,11 @@ def read_blocks(
     last: int,
     prefix_bytes: int,
 ) -> Iterator[tuple[int, bytes]]:
-    """Canonical blocks of key groups first..last (clipped to what the instance owns)."""
-    with opened(instance) as db:
-        yield from db.blocks(states, first, last, prefix_bytes)
+    """Canonical blocks of key groups first..last (clipped to what the instance owns), each
+    whole, for readers that walk it (`read_block_pieces` streams them, for writers)."""
+    pieces = read_block_pieces(instance, states, first, last, prefix_bytes)
+    for key_group, parts in itertools.groupby(pieces, key=operator.itemgetter(0)):
+        yield key_group, b"".join(piece for _, piece in parts)
 
 
 def read_block_pieces(
@@ -745,7 +738,7 @@ def read_block_pieces(
     last: int,
     prefix_bytes: int,
 ) -> Iterator[tuple[int, bytearray]]:
-    """`read_blocks` in pieces (`OpenInstance.block_pieces`), for writers."""
+    """(key group, piece) of the key groups' canonical blocks (`OpenInstance.block_pieces`)."""
     with opened(instance) as db:
         yield from db.block_pieces(states, first, last, prefix_bytes)
 
