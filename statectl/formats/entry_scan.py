@@ -81,17 +81,38 @@ def _candidate_chain(
     flagged = (data[key_starts] & FIRST_BIT_IN_BYTE_MASK) != 0
     following = value_ends + 2 * flagged  # a run's last entry is followed by a u16
     # The common case: candidates are exactly the entries, each followed by the next.
-    if (
-        fits.all()
-        and np.array_equal(following[:-1], starts[1:])
-        and following[-1] == size
-        and flagged[-1]
-    ):
+    if _chained(starts, following, flagged, fits, size):
         return key_starts, key_ends, value_ends, flagged
+    # Next: false candidates (entry-like bytes in keys and values) are mostly followed by no
+    # candidate at all; without them, the rest may chain.
+    is_start = np.zeros(size + 1, np.bool_)
+    is_start[starts] = True
+    kept = np.flatnonzero((fits & is_start[np.minimum(following, size)]) | (following == size))
+    if _chained(starts[kept], following[kept], flagged[kept], fits[kept], size):
+        return key_starts[kept], key_ends[kept], value_ends[kept], flagged[kept]
     chain = _chain(starts, following, fits & (following == size) & flagged, fits)
     if chain is None:
         return None
     return key_starts[chain], key_ends[chain], value_ends[chain], flagged[chain]
+
+
+def _chained(
+    starts: Int64s,
+    following: Int64s,
+    flagged: npt.NDArray[np.bool_],
+    fits: npt.NDArray[np.bool_],
+    size: int,
+) -> bool:
+    """Whether the candidates chain from the block's first entry (the first candidate) to its
+    end mark, each followed by the next: then they are the walk's entries."""
+    return bool(
+        len(starts)
+        and starts[0] == 2
+        and fits.all()
+        and np.array_equal(following[:-1], starts[1:])
+        and following[-1] == size
+        and flagged[-1]
+    )
 
 
 def _chain(

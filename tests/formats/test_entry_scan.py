@@ -47,6 +47,30 @@ def test_located_as_walked(
     assert _located(block, key_group, prefix_bytes, base) == _walked(block, base=base)
 
 
+# Values holding bytes that look like an entry of key group 5 (a key length below 64 KiB, then
+# its prefix): false candidates, some followed by another candidate, most by none.
+look_alike = st.lists(
+    st.sampled_from([b"\x00\x00\x00\x03\x00\x05", b"\x00\x00\x00\x01\x80\x05", b"\x00", b"x"]),
+    max_size=6,
+).map(b"".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.integers(0, 3),
+        st.lists(st.tuples(st.binary(max_size=3), look_alike), min_size=1, max_size=8),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_located_as_walked_among_values_that_look_like_entries(
+    runs: dict[int, list[tuple[bytes, bytes]]],
+) -> None:
+    block = _block(5, 2, runs)
+    assert _located(block, 5, 2) == _walked(block)
+
+
 def test_values_that_look_like_entries_are_not_taken_for_entries() -> None:
     """Zero bytes and the key-group prefix inside values make false candidates."""
     fake = b"\x00\x00\x00\x03\x00\x05\x00"  # a key length, then the prefix of key group 5
