@@ -18,6 +18,7 @@ Prints a table and writes `.cache/bench/result.json`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -56,6 +57,7 @@ class PeakRss:
     worker: int = 0  # the largest single Python worker (daemon or forked worker)
     workers_total: int = 0  # all Python workers together, at the same sample
     tree: int = 0  # every process of the tree together (shell wrappers too), at the same sample
+    tree_pss: int = 0  # the same in proportional set size: a page shared by n processes is 1/n
     samples: int = 0
 
     def add(self, by_kind: dict[str, list[int]]) -> None:
@@ -68,11 +70,12 @@ class PeakRss:
         self.workers_total = max(self.workers_total, sum(workers))
         self.tree = max(self.tree, sum(sum(rss) for rss in by_kind.values()))
 
+    def add_pss(self, tree_pss: int) -> None:
+        self.tree_pss = max(self.tree_pss, tree_pss)
+
     def mib(self) -> dict[str, float]:
-        return {
-            k: round(getattr(self, k) / MIB, 1)
-            for k in ("driver", "jvm", "driver_total", "worker", "workers_total", "tree")
-        }
+        kinds = ("driver", "jvm", "driver_total", "worker", "workers_total", "tree", "tree_pss")
+        return {k: round(getattr(self, k) / MIB, 1) for k in kinds}
 
 
 def process_table() -> dict[int, int]:
@@ -112,18 +115,34 @@ def _kind(pid: int, root: int, cmdline: str) -> str:
 def sample_tree(root: int, seen: set[int]) -> dict[str, list[int]]:
     """Resident bytes per process kind of `root`'s tree; adds the tree's pids to `seen`."""
     table = _processes()
-    tree, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [p for p, (ppid, _, _) in table.items() if ppid == parent and p not in tree]
-        tree.update(children)
-        frontier.extend(children)
+    tree = _tree(root, {pid: ppid for pid, (ppid, _, _) in table.items()})
     seen.update(pid for pid in tree if pid != root)
     by_kind: dict[str, list[int]] = {}
     for pid in tree:
         if pid in table:
             by_kind.setdefault(_kind(pid, root, table[pid][1]), []).append(table[pid][2])
     return by_kind
+
+
+def tree_pss(root: int) -> int:
+    """The proportional set size of `root`'s tree, bytes: what its processes hold, each page
+    they share counted once (Spark's Python workers share the pages of their daemon)."""
+    total = 0
+    for pid in _tree(root, process_table()):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as f:
+            total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
+    return total
+
+
+def _tree(root: int, parents: dict[int, int]) -> set[int]:
+    """`root` and its descendants, by `parents` (pid → parent pid)."""
+    tree, frontier = {root}, [root]
+    while frontier:
+        parent = frontier.pop()
+        children = [p for p, ppid in parents.items() if ppid == parent and p not in tree]
+        tree.update(children)
+        frontier.extend(children)
+    return tree
 
 
 @dataclass

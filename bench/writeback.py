@@ -387,6 +387,7 @@ def measure(cmd: list[str], timeout: float | None) -> Measured:
         while process.poll() is None:
             cpu.update(rehash._tree_cpu_seconds(process.pid))
             rss.add(run.sample_tree(process.pid, seen))
+            rss.add_pss(run.tree_pss(process.pid))
             if timeout and time.perf_counter() - started > timeout:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait()
@@ -522,7 +523,7 @@ def mark_targets(results: list[dict[str, Any]]) -> None:
 
 def _table(report: dict[str, Any]) -> str:
     head = (
-        f"{'case':<13} {'wall':>7} {'entries/s':>11} {'/s/core':>10} {'tree':>5} {'py':>4} "
+        f"{'case':<13} {'wall':>6} {'/s/core':>10} {'tree':>5} {'pss':>5} {'py':>4} "
         f"{'jvm':>4} {'wkr':>4} {'targets':<14}"
     )
     lines = [head, "-" * len(head)]
@@ -547,14 +548,14 @@ def _row(r: dict[str, Any]) -> str:
     spark_took = r["case"] == "rescale" and (r.get("tasks") or {}).get("spark")
     label = f"{r['label'] + ('+spark' if spark_took else ''):<13.13}"
     if r["error"]:
-        return f"{label} {r['wall_seconds']:6.1f}s  failed: {r['error'][:51]}"
+        return f"{label} {r['wall_seconds']:5.1f}s  failed: {r['error'][:51]}"
     rss = {k: f"{v:.0f}" if r["rss_samples"] else "-" for k, v in r["peak_rss_mib"].items()}
     marks = " ".join(
         f"{_SHORT[k]}:{'ok' if t['ok'] else 'no'}" for k, t in r["targets"].items()
     )  # fmt: skip
     return (
-        f"{label} {r['wall_seconds']:6.1f}s {r['entries_per_second']:>11,} "
-        f"{r['entries_per_second_per_core']:>10,} {rss['tree']:>5} "
+        f"{label} {r['wall_seconds']:5.1f}s {r['entries_per_second_per_core']:>10,} "
+        f"{rss['tree']:>5} {rss.get('tree_pss', '-'):>5} "
         f"{rss['driver']:>4} {rss['jvm']:>4} {rss['workers_total']:>4} {marks}"
     )
 
@@ -564,11 +565,13 @@ _SHORT = {"head_start_rate": "R", "vs_rehash_on_spark": "S", "peak_rss": "M", "r
 
 def _legend(report: dict[str, Any]) -> list[str]:
     lines = [
-        "wall: the whole command. entries/s: of the state edited (rescale, cp: every",
-        "keyed entry of the operator). /s/core: over Spark's cores (sql, spark-wr,",
+        "wall: the whole command. /s/core: entries/s of the state edited (rescale,",
+        "cp: every keyed entry of the operator) over Spark's cores (sql, spark-wr,",
         "rescale), else over the cores kept busy (CPU / wall, at least 1). tree: the",
-        "process tree's peak RSS, MiB (every process at one sample); py: the driver's,",
-        "jvm: Spark's JVM's, wkr: the Python workers' together (each kind's own peak).",
+        "process tree's peak RSS, MiB (every process at one sample); pss: its peak",
+        "proportional set size (a page that forked workers share counted once); py:",
+        "the driver's RSS, jvm: Spark's JVM's, wkr: the Python workers' together",
+        "(each kind's own peak).",
         "Targets (issue 33), over canonical state: R a transform on the head start",
         "(py-*) ≥ 1M entries/s/core; S one on Spark (sql-*, spark-wr) within 2× of the",
         "re-hash on Spark (rescale-spark's /s/core). Every command: M tree ≤ 1 GiB;",

@@ -65,14 +65,14 @@ def _start_context() -> multiprocessing.context.BaseContext:
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
     # Not `__main__` (the default): the fork server must not run the CLI's entry point.
-    context.set_forkserver_preload([__name__, "pyspark.cloudpickle", *_TASK_MODULES])
+    context.set_forkserver_preload([__name__, "pyspark.cloudpickle", *TASK_MODULES])
     return context
 
 
 # What rewriting tasks import, imported once by the fork server, while the driver plans, rather
 # than by each worker it forks (half a second apiece: pyarrow's first conversion of Python
 # objects imports pandas, which `entry_chunks` sets off).
-_TASK_MODULES = (
+TASK_MODULES = (
     "statectl.savepoint.entry_chunks",
     "statectl.savepoint.keyed_rewrite",
     "statectl.savepoint.tables",

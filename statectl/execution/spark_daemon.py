@@ -9,6 +9,7 @@ masters only (`spark.spark_context`); cluster workers keep Spark's own daemon.
 """
 
 import fnmatch
+import importlib
 import os
 import sys
 from importlib.machinery import PathFinder
@@ -27,4 +28,10 @@ if PathFinder.find_spec("pyspark", _kept) is not None:  # else pyspark lives onl
 from pyspark import daemon  # noqa: E402  (after the path is fixed)
 
 if __name__ == "__main__":
+    # What statectl's tasks import, imported once here rather than by every worker forked
+    # from this daemon, which then share these pages and start at once.
+    from statectl.execution.processes import TASK_MODULES
+
+    for module in TASK_MODULES:
+        importlib.import_module(module)
     daemon.manager()
