@@ -52,16 +52,7 @@ def _candidate_chain(
         return None
     prefix = key_group.to_bytes(prefix_bytes, "big")
     span = size - 4 - prefix_bytes  # candidate entry starts p: p + 4 + prefix_bytes <= size
-    # Every byte test over the whole block: the prefix's first byte alone is 0 for most key
-    # groups of a 2-byte prefix (as are many length and value bytes), so filtering on it
-    # first kept a third of all positions as candidates.
-    candidate = (data[4 : span + 4] & 0x7F) == prefix[0]
-    candidate &= data[:span] == 0
-    candidate &= data[1 : span + 1] == 0
-    if prefix_bytes == 2:
-        candidate &= data[5 : span + 5] == prefix[1]
-    candidate[:2] = False  # bytes 0-1: the first run's state id
-    starts = np.flatnonzero(candidate)
+    starts = _candidate_starts(data, prefix, span)
     if not len(starts) or starts[0] != 2:
         return None
     key_lengths = (data[starts + 2].astype(np.int64) << 8) | data[starts + 3]
@@ -83,17 +74,74 @@ def _candidate_chain(
     # The common case: candidates are exactly the entries, each followed by the next.
     if _chained(starts, following, flagged, fits, size):
         return key_starts, key_ends, value_ends, flagged
-    # Next: false candidates (entry-like bytes in keys and values) are mostly followed by no
-    # candidate at all; without them, the rest may chain.
-    is_start = np.zeros(size + 1, np.bool_)
-    is_start[starts] = True
-    kept = np.flatnonzero((fits & is_start[np.minimum(following, size)]) | (following == size))
+    # Else false candidates (entry-like bytes in keys and values) lie among the entries, few,
+    # most of them followed by no candidate nearby: without those, the rest may chain.
+    kept = np.flatnonzero(fits & _followed_nearby(starts, following, size))
     if _chained(starts[kept], following[kept], flagged[kept], fits[kept], size):
         return key_starts[kept], key_ends[kept], value_ends[kept], flagged[kept]
-    chain = _chain(starts, following, fits & (following == size) & flagged, fits)
+    # Else the chain from the first, by the nearby successors, then by every successor.
+    ends_block = fits & (following == size) & flagged
+    successor, linked = _nearby_successors(starts, following)
+    chain = _chain(successor, fits & linked, ends_block)
+    if chain is None:
+        chain = _chain(*_successors(starts, following, fits), ends_block)
     if chain is None:
         return None
     return key_starts[chain], key_ends[chain], value_ends[chain], flagged[chain]
+
+
+_PIECE_BYTES = 256 << 10  # of a block tested at once: the byte tests' arrays stay in cache
+
+
+def _candidate_starts(data: npt.NDArray[np.uint8], prefix: bytes, span: int) -> Int64s:
+    """The positions p < span where an entry may start: bytes p, p+1 zero (a key length below
+    64 KiB), then at p+4 the key-group prefix (its first byte's bit 7 the run-end flag).
+    Every byte test over the whole block: the prefix's first byte alone is 0 for most key
+    groups of a 2-byte prefix (as are many length and value bytes), so filtering on it first
+    kept a third of all positions as candidates."""
+    pieces = []
+    for first in range(0, span, _PIECE_BYTES):
+        last = min(span, first + _PIECE_BYTES)
+        candidate = (data[first + 4 : last + 4] & 0x7F) == prefix[0]
+        candidate &= data[first:last] == 0
+        candidate &= data[first + 1 : last + 1] == 0
+        if len(prefix) == 2:
+            candidate &= data[first + 5 : last + 5] == prefix[1]
+        pieces.append(np.flatnonzero(candidate) + first)
+    starts = np.concatenate(pieces) if pieces else np.zeros(0, np.int64)
+    return starts[starts >= 2]  # bytes 0-1: the first run's state id
+
+
+_NEARBY = 4  # candidates ahead where a candidate's successor is sought first
+
+
+def _followed_nearby(starts: Int64s, following: Int64s, size: int) -> npt.NDArray[np.bool_]:
+    """The candidates followed by one of the next `_NEARBY` candidates, or by the block's end."""
+    followed: npt.NDArray[np.bool_] = following == size
+    for step in range(1, min(_NEARBY, len(starts) - 1) + 1):
+        followed[:-step] |= following[:-step] == starts[step:]
+    return followed
+
+
+def _nearby_successors(starts: Int64s, following: Int64s) -> tuple[Int64s, npt.NDArray[np.bool_]]:
+    """Each candidate's successor (the candidate starting where it is followed) among the next
+    `_NEARBY`, and whether it has one there: as `_successors` for every candidate that has."""
+    count = len(starts)
+    successor = np.full(count, count - 1, np.int64)
+    linked = np.zeros(count, np.bool_)
+    for step in range(min(_NEARBY, count - 1), 0, -1):
+        found = np.flatnonzero(following[:-step] == starts[step:])
+        successor[found] = found + step
+        linked[found] = True
+    return successor, linked
+
+
+def _successors(
+    starts: Int64s, following: Int64s, fits: npt.NDArray[np.bool_]
+) -> tuple[Int64s, npt.NDArray[np.bool_]]:
+    """Each candidate's successor, by a search over them all, and whether it has one."""
+    successor = np.minimum(np.searchsorted(starts, following), len(starts) - 1)
+    return successor, fits & (starts[successor] == following)
 
 
 def _chained(
@@ -116,16 +164,10 @@ def _chained(
 
 
 def _chain(
-    starts: Int64s,
-    following: Int64s,
-    ends_block: npt.NDArray[np.bool_],
-    fits: npt.NDArray[np.bool_],
+    successor: Int64s, linked: npt.NDArray[np.bool_], ends_block: npt.NDArray[np.bool_]
 ) -> Int64s | None:
-    """The candidates reachable from the first by following each one's successor, when the last
-    of them ends the block."""
-    count = len(starts)
-    successor = np.minimum(np.searchsorted(starts, following), count - 1)
-    linked = fits & (starts[successor] == following)
+    """The candidates reachable from the first by following each one's successor (where it is
+    `linked` to one), when the last of them ends the block."""
     reached = _pruned(successor, linked, ends_block)
     if reached is None:
         reached = _reached(successor, linked)

@@ -48,10 +48,18 @@ def test_located_as_walked(
 
 
 # Values holding bytes that look like an entry of key group 5 (a key length below 64 KiB, then
-# its prefix): false candidates, some followed by another candidate, most by none.
+# its prefix): false candidates, some followed by another candidate nearby or far, most by none.
 look_alike = st.lists(
-    st.sampled_from([b"\x00\x00\x00\x03\x00\x05", b"\x00\x00\x00\x01\x80\x05", b"\x00", b"x"]),
-    max_size=6,
+    st.sampled_from(
+        [
+            b"\x00\x00\x00\x03\x00\x05",
+            b"\x00\x00\x00\x01\x80\x05",
+            b"\x00\x00\x00\x06\x00\x05",
+            b"\x00",
+            b"x",
+        ]
+    ),
+    max_size=8,
 ).map(b"".join)
 
 
