@@ -96,9 +96,9 @@ _PIECE_BYTES = 256 << 10  # of a block tested at once: the byte tests' arrays st
 def _candidate_starts(data: npt.NDArray[np.uint8], prefix: bytes, span: int) -> Int64s:
     """The positions p < span where an entry may start: bytes p, p+1 zero (a key length below
     64 KiB), then at p+4 the key-group prefix (its first byte's bit 7 the run-end flag).
-    Every byte test over the whole block: the prefix's first byte alone is 0 for most key
-    groups of a 2-byte prefix (as are many length and value bytes), so filtering on it first
-    kept a third of all positions as candidates."""
+    Every position takes every test: the prefix's first byte alone is 0 for most key groups
+    of a 2-byte prefix (as are many length and value bytes), so filtering on it first kept a
+    third of all positions as candidates."""
     pieces = []
     for first in range(0, span, _PIECE_BYTES):
         last = min(span, first + _PIECE_BYTES)
