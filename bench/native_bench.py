@@ -44,6 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench import run
 from statectl.formats import java_types
 from statectl.formats.handles import IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from statectl.formats.key_groups import key_group_range
@@ -274,13 +275,7 @@ def _tree_rss(root: int) -> int:
             continue
         parents[int(entry)] = int(fields[1])
         rss[int(entry)] = int(fields[21]) * resource.getpagesize()
-    tree, frontier = {root}, [root]
-    while frontier:
-        parent = frontier.pop()
-        children = [pid for pid, ppid in parents.items() if ppid == parent and pid not in tree]
-        tree.update(children)
-        frontier.extend(children)
-    return sum(rss.get(pid, 0) for pid in tree)
+    return sum(rss.get(pid, 0) for pid in run.tree_of(root, parents))
 
 
 def _timed(cmd: list[str]) -> tuple[float, int]:

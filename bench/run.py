@@ -115,7 +115,7 @@ def _kind(pid: int, root: int, cmdline: str) -> str:
 def sample_tree(root: int, seen: set[int]) -> dict[str, list[int]]:
     """Resident bytes per process kind of `root`'s tree; adds the tree's pids to `seen`."""
     table = _processes()
-    tree = _tree(root, {pid: ppid for pid, (ppid, _, _) in table.items()})
+    tree = tree_of(root, {pid: ppid for pid, (ppid, _, _) in table.items()})
     seen.update(pid for pid in tree if pid != root)
     by_kind: dict[str, list[int]] = {}
     for pid in tree:
@@ -128,13 +128,13 @@ def tree_pss(root: int) -> int:
     """The proportional set size of `root`'s tree, bytes: what its processes hold, each page
     they share counted once (Spark's Python workers share the pages of their daemon)."""
     total = 0
-    for pid in _tree(root, process_table()):
+    for pid in tree_of(root, process_table()):
         with contextlib.suppress(OSError), open(f"/proc/{pid}/smaps_rollup") as f:
             total += sum(int(line.split()[1]) * 1024 for line in f if line.startswith("Pss:"))
     return total
 
 
-def _tree(root: int, parents: dict[int, int]) -> set[int]:
+def tree_of(root: int, parents: dict[int, int]) -> set[int]:
     """`root` and its descendants, by `parents` (pid → parent pid)."""
     tree, frontier = {root}, [root]
     while frontier:
