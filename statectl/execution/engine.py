@@ -10,6 +10,7 @@ when a Spark engine runs something.
 from __future__ import annotations
 
 import operator
+import os
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
@@ -30,6 +31,13 @@ NOTES_KEY_GROUP, FAILURE_KEY_GROUP = -1, -2
 
 Work = Callable[[T], tuple[int, int]]
 """A task's share of the progress: the files it writes and the bytes it reads."""
+
+
+def usable_cores() -> int:
+    """The cores this process may use (its CPU affinity where the platform has one)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import atexit
 import functools
 import multiprocessing
-import os
 import pickle
 import threading
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
 
 from statectl.errors import StatectlError
+from statectl.execution.engine import usable_cores
 from statectl.execution.spark import TaskFailure, guarded
 
 T = TypeVar("T")
@@ -41,19 +41,12 @@ _pool: ProcessPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
 
-def worker_count() -> int:
-    """One worker per core this process may use."""
-    if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
-
-
 def worker_pool() -> ProcessPoolExecutor:
     """The process's pool of workers, started on first use (and again after one broke)."""
     global _pool
     with _pool_lock:
         if _pool is None or getattr(_pool, "_broken", False):
-            _pool = ProcessPoolExecutor(worker_count(), mp_context=_start_context())
+            _pool = ProcessPoolExecutor(usable_cores(), mp_context=_start_context())
             atexit.register(_pool.shutdown, wait=True, cancel_futures=True)
         return _pool
 

@@ -42,6 +42,7 @@ from statectl.execution.engine import (
     Shuffle,
     SortKey,
     total_work,
+    usable_cores,
 )
 from statectl.execution.spark_failures import (
     DID_NOT_START,
@@ -150,11 +151,7 @@ def _local_cores(master: str) -> int:
     """The cores of a local master: `local` 1, `local[N]` (or `local[N,F]`) N, `local[*]` all."""
     found = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\d+)?\])?", master)
     if found is None or found.group(1) == "*":
-        return (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1
-        )
+        return usable_cores()
     return int(found.group(1) or 1)
 
 

@@ -76,12 +76,13 @@ def _candidate_chain(
         return key_starts, key_ends, value_ends, flagged
     # Else false candidates (entry-like bytes in keys and values) lie among the entries, few,
     # most of them followed by no candidate nearby: without those, the rest may chain.
-    kept = np.flatnonzero(fits & _followed_nearby(starts, following, size))
+    nearby = _nearby_links(starts, following)
+    kept = np.flatnonzero(fits & _followed_nearby(nearby, following, size))
     if _chained(starts[kept], following[kept], flagged[kept], fits[kept], size):
         return key_starts[kept], key_ends[kept], value_ends[kept], flagged[kept]
     # Else the chain from the first, by the nearby successors, then by every successor.
     ends_block = fits & (following == size) & flagged
-    successor, linked = _nearby_successors(starts, following)
+    successor, linked = _nearby_successors(nearby)
     chain = _chain(successor, fits & linked, ends_block)
     if chain is None:
         chain = _chain(*_successors(starts, following, fits), ends_block)
@@ -115,23 +116,34 @@ def _candidate_starts(data: npt.NDArray[np.uint8], prefix: bytes, span: int) -> 
 _NEARBY = 4  # candidates ahead where a candidate's successor is sought first
 
 
-def _followed_nearby(starts: Int64s, following: Int64s, size: int) -> npt.NDArray[np.bool_]:
+def _nearby_links(starts: Int64s, following: Int64s) -> list[npt.NDArray[np.bool_]]:
+    """For each step 1…`_NEARBY`: which candidates are followed by the candidate that many
+    ahead (the last `step` candidates left out)."""
+    steps = range(1, min(_NEARBY, len(starts) - 1) + 1)
+    return [following[:-step] == starts[step:] for step in steps]
+
+
+def _followed_nearby(
+    nearby: list[npt.NDArray[np.bool_]], following: Int64s, size: int
+) -> npt.NDArray[np.bool_]:
     """The candidates followed by one of the next `_NEARBY` candidates, or by the block's end."""
     followed: npt.NDArray[np.bool_] = following == size
-    for step in range(1, min(_NEARBY, len(starts) - 1) + 1):
-        followed[:-step] |= following[:-step] == starts[step:]
+    for step, links in enumerate(nearby, 1):
+        followed[:-step] |= links
     return followed
 
 
-def _nearby_successors(starts: Int64s, following: Int64s) -> tuple[Int64s, npt.NDArray[np.bool_]]:
+def _nearby_successors(
+    nearby: list[npt.NDArray[np.bool_]],
+) -> tuple[Int64s, npt.NDArray[np.bool_]]:
     """Each candidate's successor (the candidate starting where it is followed) among the next
     `_NEARBY`, and whether it has one there: as `_successors` for every candidate that has."""
-    count = len(starts)
+    count = len(nearby[0]) + 1 if nearby else 1
     successor = np.full(count, count - 1, np.int64)
     linked = np.zeros(count, np.bool_)
-    for step in range(min(_NEARBY, count - 1), 0, -1):
-        found = np.flatnonzero(following[:-step] == starts[step:])
-        successor[found] = found + step
+    for step, links in enumerate(nearby, 1):
+        found = np.flatnonzero(links)
+        successor[found] = found + step  # a candidate starts at one position: one step links
         linked[found] = True
     return successor, linked
 
