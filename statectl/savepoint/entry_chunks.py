@@ -143,21 +143,31 @@ class PackedRows(Sequence[Row]):
         value's length, the value."""
         if not 0 <= state_id < keyed_blocks.END_OF_KEY_GROUP_MARK:
             raise ValueError(f"state id {state_id} is out of range")
-        key_offsets = offsets_of(self.keys)
-        if not len(self.keys) or int(np.diff(key_offsets).min()) <= 0:
-            raise ValueError("a run needs entries, each with a non-empty key")
-        key_data = data_of(self.keys)
-        if int(key_data[key_offsets[:-1]].max()) & keyed_blocks.FIRST_BIT_IN_BYTE_MASK:
-            raise ValueError("a key must start below 0x80 (the flag bit)")
-        entries = join(
-            big_endian_lengths(self.keys), self.keys, big_endian_lengths(self.values), self.values
-        )
-        entry_offsets = offsets_of(entries)
+        if not len(self.keys):
+            raise ValueError("a run needs entries")
         run = bytearray(_STATE_ID.pack(state_id))
-        run += _data(entries, entry_offsets)
-        last_key = _STATE_ID.size + int(entry_offsets[-2]) + 4  # past its i32 length
-        run[last_key] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
+        append_entries(run, self.keys, self.values, last_of_run=True)
         return bytes(run)
+
+
+def append_entries(block: bytearray, keys: pa.Array, values: pa.Array, last_of_run: bool) -> None:
+    """Rows appended as a block's entries (`keyed_blocks.append_entry`), laid out by Arrow's
+    kernels: per entry the key's length, the key, the value's length, the value; the last key
+    flagged when `last_of_run`."""
+    if not len(keys):
+        return
+    key_offsets = offsets_of(keys)
+    if int(np.diff(key_offsets).min()) <= 0:
+        raise ValueError("a key must be non-empty")
+    key_data = data_of(keys)
+    if int(key_data[key_offsets[:-1]].max()) & keyed_blocks.FIRST_BIT_IN_BYTE_MASK:
+        raise ValueError("a key must start below 0x80 (the flag bit)")
+    entries = join(big_endian_lengths(keys), keys, big_endian_lengths(values), values)
+    entry_offsets = offsets_of(entries)
+    last_key = len(block) + int(entry_offsets[-2] - entry_offsets[0]) + 4  # past its i32 length
+    block += _data(entries, entry_offsets)
+    if last_of_run:
+        block[last_key] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
 
 
 def sorted_rows(chunks: Sequence[bytes], describe: Callable[[bytes], str]) -> PackedRows:

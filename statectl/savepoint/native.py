@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, SavepointError, StatectlError, UnsupportedError
-from statectl.formats import keyed_blocks, state_headers
+from statectl.formats import state_headers
 from statectl.formats.handles import (
     EmptySegmentFileHandle,
     IncrementalKeyedHandle,
@@ -46,10 +46,11 @@ from statectl.savepoint.model import Savepoint, StateStream
 if TYPE_CHECKING:
     from rocksdict import Options, Rdict
 
+    from statectl.savepoint import native_rows
+
 WORK_DIR_ENV = "STATECTL_LOCAL_DIR"
 _ASYNC_STATE_TYPE = "KEY_VALUE_V2"
 _TAKE_CANONICAL = "take a CANONICAL savepoint with Flink instead"
-PIECE_BYTES = 1 << 20  # a canonical block streamed out of an instance: bytes per piece
 _SEGMENT_CHUNK = 8 << 20  # bytes per read when copying a segment out of its physical file
 
 
@@ -523,25 +524,43 @@ class OpenInstance:
         self, state: str, first: int, last: int, prefix_bytes: int, keys_only: bool = False
     ) -> Iterator[Any]:
         """(key, value) rows (or keys) of one column family in key groups first..last."""
+        scan = self._scan(state, first, last, prefix_bytes)
+        if scan is None:
+            return iter(())
+        return self._checked(_iterate(*scan, keys_only))
+
+    def row_batches(
+        self, state: str, first: int, last: int, prefix_bytes: int
+    ) -> Iterator[native_rows.Rows]:
+        """The rows of `rows`, as (keys, values) Arrow arrays of about `BATCH_BYTES` each."""
+        scan = self._scan(state, first, last, prefix_bytes)
+        if scan is None:
+            return iter(())
+        return self._checked(_iterate_batches(*scan))
+
+    def _scan(
+        self, state: str, first: int, last: int, prefix_bytes: int
+    ) -> tuple[Rdict, Any, bytes] | None:
+        """(column family, read options, lower bound) of a scan of key groups first..last;
+        None when it has no rows."""
         from rocksdict import ReadOptions
 
         # Key groups a prefix can hold: a corrupt handle may claim more.
         clipped = _clip(self.instance.key_groups, max(first, 0), min(last, 256**prefix_bytes - 1))
         if clipped is None:
-            return iter(())
+            return None
         start, end = clipped
         try:
             family = self.db.get_column_family(state)
         except Exception:  # a state registered but never written has no column family
-            return iter(())
+            return None
         read_options = ReadOptions()
         read_options.set_verify_checksums(True)
         # One pass over the rows. (rocksdict's stub leaves out the flag the method takes.)
         read_options.fill_cache(False)  # type: ignore[call-arg]
         if (end + 1) < (1 << (8 * prefix_bytes)):
             read_options.set_iterate_upper_bound((end + 1).to_bytes(prefix_bytes, "big"))
-        lower = start.to_bytes(prefix_bytes, "big")
-        return self._checked(_iterate(family, read_options, lower, keys_only))
+        return family, read_options, start.to_bytes(prefix_bytes, "big")
 
     def _checked(self, rows: Iterator[Any]) -> Iterator[Any]:
         try:
@@ -559,26 +578,24 @@ class OpenInstance:
     def block_pieces(
         self, states: Sequence[tuple[str, int]], first: int, last: int, prefix_bytes: int
     ) -> Iterator[tuple[int, bytearray]]:
-        """(key group, piece) of every non-empty key group's canonical block, ascending. A
-        key group's pieces are consecutive and, joined, its block: a writer holds a piece of
-        about `PIECE_BYTES`, never a key group, whose size grows with the state's.
+        """(key group, piece) of every non-empty key group's canonical block, ascending
+        (`native_rows.block_pieces`: a writer holds a piece, never a key group, whose size
+        grows with the state's).
 
         `states` maps column families to state ids of the new header, in ascending id order.
         """
-        iterators = [self.rows(name, first, last, prefix_bytes) for name, _ in states]
-        heads = [next(it, None) for it in iterators]
-        while True:
-            present = [_key_group(head[0], prefix_bytes) for head in heads if head is not None]
-            if not present:
-                return
-            key_group = min(present)
-            prefix = key_group.to_bytes(prefix_bytes, "big")
-            try:
-                yield from _key_group_pieces(key_group, prefix, states, iterators, heads)
-            except ValueError as exc:
-                raise FormatError(
-                    f"key group {key_group}: {exc}", self.instance.description
-                ) from None
+        from statectl.savepoint import native_rows  # Arrow: loaded when rows are
+
+        cursors = [
+            native_rows.KeyGroupCursor(
+                self.row_batches(name, first, last, prefix_bytes), prefix_bytes
+            )
+            for name, _ in states
+        ]
+        try:
+            yield from native_rows.block_pieces(cursors, [state_id for _, state_id in states])
+        except ValueError as exc:
+            raise FormatError(str(exc), self.instance.description) from None
 
     def count_outside(self, state: str, prefix_bytes: int) -> int:
         """Rows of one column family outside the handle's key-group range: Flink's own
@@ -656,6 +673,17 @@ def _iterate(family: Rdict, read_options: Any, lower: bytes, keys_only: bool) ->
         _check_end(family, read_options, lower, None if last is None else last[0])
 
 
+def _iterate_batches(family: Rdict, read_options: Any, lower: bytes) -> Iterator[native_rows.Rows]:
+    """`_iterate`'s rows in batches, taken from rocksdict's iterator with no Python step per row."""
+    from statectl.savepoint import native_rows  # Arrow: loaded when rows are
+
+    last_key = None
+    for keys, values in native_rows.batches(family.items(from_key=lower, read_opt=read_options)):
+        last_key = keys[-1].as_py()
+        yield keys, values
+    _check_end(family, read_options, lower, last_key)
+
+
 def _check_end(family: Rdict, read_options: Any, lower: bytes, last_key: bytes | None) -> None:
     """Raise the error that stopped a scan whose last row was `last_key` (None: no row).
 
@@ -670,37 +698,6 @@ def _check_end(family: Rdict, read_options: Any, lower: bytes, last_key: bytes |
     iterator.status()
     if iterator.valid():
         raise RuntimeError(f"the scan stopped before key {iterator.key()!r}")
-
-
-def _key_group_pieces(
-    key_group: int,
-    prefix: bytes,
-    states: Sequence[tuple[str, int]],
-    iterators: list[Iterator[Any]],
-    heads: list[Any],
-) -> Iterator[tuple[int, bytearray]]:
-    """One key group's block in pieces: each state's rows under `prefix`, taken from its
-    iterator (`heads` holds each iterator's next row, and is left at the next key group's)."""
-    piece = bytearray()
-    for index, (_, state_id) in enumerate(states):
-        head = heads[index]
-        if head is None or not head[0].startswith(prefix):
-            continue
-        keyed_blocks.append_run_start(piece, state_id)
-        rows = iterators[index]
-        while head is not None:
-            key, value = head
-            head = next(rows, None)
-            last = head is None or not head[0].startswith(prefix)
-            keyed_blocks.append_entry(piece, key, value, last)
-            if len(piece) >= PIECE_BYTES:
-                yield key_group, piece
-                piece = bytearray()
-            if last:
-                break
-        heads[index] = head
-    keyed_blocks.append_end_mark(piece)
-    yield key_group, piece
 
 
 def _clip(owned: tuple[int, int] | None, first: int, last: int) -> tuple[int, int] | None:

@@ -25,7 +25,7 @@ from statectl.formats.handles import (
 from statectl.formats.metadata import snapshot_kind
 from statectl.operations.rescale.plan import plan_rescale
 from statectl.operations.summary import summarize
-from statectl.savepoint import native
+from statectl.savepoint import native, native_rows
 from statectl.savepoint.model import Savepoint
 from statectl.savepoint.reader import open_savepoint
 from tests.conftest import FIXTURES, fixture_savepoint, key_group_blocks, load_manifest
@@ -74,8 +74,11 @@ def test_blocks_streamed_in_pieces_join_to_flinks_canonical_blocks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A writer holds one piece, not a key group: with pieces of 64 bytes, most key groups
-    come in several, and joined they are still Flink's blocks, byte for byte."""
-    monkeypatch.setattr(native, "PIECE_BYTES", 64)
+    come in several, and joined they are still Flink's blocks, byte for byte. Rows read a
+    row per batch also split each key group's runs over batches."""
+    monkeypatch.setattr(native_rows, "PIECE_BYTES", 64)
+    monkeypatch.setattr(native_rows, "BATCH_BYTES", 1)
+    monkeypatch.setattr(native_rows, "_FIRST_ROWS", 1)
     uid = "keyed-str"
     expected = key_group_blocks(open_savepoint(str(fixture_savepoint("rocksdb_canonical"))), uid)
     pieces: dict[int, list[bytes]] = {}

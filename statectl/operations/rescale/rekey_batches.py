@@ -35,7 +35,7 @@ from statectl.operations.rescale.rekey import (
     RekeySource,
     describe_source,
 )
-from statectl.savepoint import native
+from statectl.savepoint import native, native_rows
 from statectl.savepoint.entries import heap_key_group_rows
 
 _BATCH_BYTES = 2 << 20  # entries hashed together: amortises numpy, stays in the CPU caches
@@ -166,31 +166,22 @@ class _BatchBuilder:
 
 
 def _native_batches(source: NativeSource, old_max_parallelism: int) -> Iterator[EntryBatch]:
-    """RocksDB rows, laid out as block entries are."""
+    """RocksDB rows, laid out as block entries are, a batch of rows at a time."""
     owned = source.instance.key_groups
     if owned is None:
         return
     prefix_bytes = key_group_prefix_bytes(old_max_parallelism)
     with native.opened(source.instance) as db:
         for name, state_id in source.states:
-            rows = iter(db.rows(name, owned[0], owned[1], prefix_bytes))
-            while True:
-                batch = _rows_batch(rows, state_id)
-                if batch is None:
-                    break
-                yield batch
-
-
-def _rows_batch(rows: Iterator[Any], state_id: int) -> EntryBatch | None:
-    """The next rows, up to about `_BATCH_BYTES` of them."""
-    laid_out = _LaidOutRows()
-    laid_out.add(rows, state_id, full_at=_BATCH_BYTES)
-    return laid_out.batch() if laid_out.key_starts else None
+            for keys, values in db.row_batches(name, owned[0], owned[1], prefix_bytes):
+                data, key_starts, key_ends, value_ends = native_rows.laid_out(keys, values)
+                state_ids = np.full(len(key_starts), state_id, np.int64)
+                yield EntryBatch(data, state_ids, key_starts, key_ends, value_ends)
 
 
 def _heap_batches(source: HeapSource, old_max_parallelism: int) -> Iterator[EntryBatch]:
     """Entries of the hashmap backend's snapshot format (in canonical form), laid out as
-    `_rows_batch` lays out RocksDB rows, whole key groups at a time."""
+    `native_rows.laid_out` lays out RocksDB rows, whole key groups at a time."""
     key_groups = heap_key_group_rows(
         source.stream,
         source.spans,
@@ -221,9 +212,8 @@ class _LaidOutRows:
         self.key_ends: list[int] = []
         self.value_ends: list[int] = []
 
-    def add(self, rows: Iterable[Any], state_id: int, full_at: int | None = None) -> None:
-        """`rows` of `state_id` after those added so far; with `full_at`, only until the buffer
-        holds that many bytes (an iterator's other rows are left in it)."""
+    def add(self, rows: Iterable[Any], state_id: int) -> None:
+        """`rows` of `state_id` after those added so far."""
         buffer, pack = self.buffer, _I32.pack
         key_starts, key_ends, value_ends = self.key_starts, self.key_ends, self.value_ends
         added = len(key_starts)
@@ -235,8 +225,6 @@ class _LaidOutRows:
             buffer += pack(len(value))
             buffer += value
             value_ends.append(len(buffer))
-            if full_at is not None and len(buffer) >= full_at:
-                break
         self.state_ids += [state_id] * (len(key_starts) - added)
 
     def batch(self) -> EntryBatch:
