@@ -108,13 +108,13 @@ def task_batches(
     task: TypedTask, raws: dict[str, tables.RawTally]
 ) -> tuple[dict[str, pa.Schema], Iterator[tuple[str, pa.Table | pa.RecordBatch]]]:
     """Each state's schema and the task's (state, record batch) pairs (streamed)."""
-    if isinstance(task.keyed, entries.KeyedFile):
+    if isinstance(task.keyed, (entries.KeyedFile, entries.NativeKeyedFile)):
         all_codecs = entries.codecs_for(task.keyed.header(), task.keyed.flink_major)
         codecs = {o.state: all_codecs[o.state] for o in task.states}
         batches = tables.keyed_state_batches(task.keyed, codecs, task.key_groups, raws)
         return {n: c.arrow_schema() for n, c in codecs.items()}, batches
-    if task.keyed is not None:  # a native instance: a pass per state
-        return _native_batches(task, task.keyed, raws)
+    if task.keyed is not None:  # the hashmap backend's own format: a pass per state
+        return _per_state_batches(task, task.keyed, raws)
     assert task.operator is not None
     (output,) = task.states
     codec = tables.operator_state_codec(task.operator, output.state)
@@ -123,7 +123,7 @@ def task_batches(
     return {output.state: codec.arrow_schema()}, ((output.state, b) for b in batches)
 
 
-def _native_batches(
+def _per_state_batches(
     task: TypedTask, source: KeyedSource, raws: dict[str, tables.RawTally]
 ) -> tuple[dict[str, pa.Schema], Iterator[tuple[str, pa.Table | pa.RecordBatch]]]:
     codecs = entries.codecs_for(source.header(), source.flink_major)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from statectl.errors import StatectlError
+from statectl.errors import FormatError, StatectlError
 from statectl.formats import entry_scan, keyed_blocks
 from statectl.formats.arrays import Bools, Int64s
 from statectl.formats.java_types import TIMER_TIMESTAMP_FLIP, key_group_prefix_bytes
@@ -29,7 +29,7 @@ from statectl.formats.state_values import (
     operator_codec,
 )
 from statectl.formats.values import Codec, Raw, RawCodec, Undecodable, batch
-from statectl.savepoint import entries
+from statectl.savepoint import entries, native, native_rows
 from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.keyed import block_spans, iter_blocks
 
@@ -275,6 +275,30 @@ def entry_batches(
         yield _locate(file, pending, prefix, len(header.states))
 
 
+def native_entry_batches(
+    file: entries.NativeKeyedFile,
+    key_groups: tuple[int, int] | None,
+    states: dict[int, StateMetaInfo],
+) -> Iterator[EntryBatch]:
+    """The rows of `states` (by state id) in the instance (in the key-group range), state by
+    state, a batch of rows at a time, laid out as blocks' entries are."""
+    owned = file.instance.key_groups
+    if owned is None:
+        return
+    first, last = key_groups or owned
+    prefix = key_group_prefix_bytes(file.max_parallelism)
+    with native.opened(file.instance) as db:
+        for state_id, state in states.items():
+            for keys, values in db.row_batches(state.name, first, last, prefix):
+                try:
+                    groups = native_rows.key_groups(keys, prefix)
+                except ValueError as exc:
+                    raise FormatError(f"state {state.name!r}: {exc}", file.description) from None
+                data, key_starts, key_ends, value_ends = native_rows.laid_out(keys, values)
+                ids = np.full(len(groups), state_id, np.int64)
+                yield EntryBatch(batch.Buffer(data), groups, key_starts, key_ends, value_ends, ids)
+
+
 def _locate(
     file: entries.KeyedFile, blocks: list[tuple[int, memoryview]], prefix: int, states: int
 ) -> EntryBatch:
@@ -493,7 +517,7 @@ def split_batches(
     """The record batches of one state in a key-group range of a subtask's keyed state:
     decoded in batches where the state's parts allow (as export does, a batch of blocks at a
     time), else entry by entry."""
-    if isinstance(file, entries.KeyedFile) and readers_for(codec) is not None:
+    if isinstance(file, (entries.KeyedFile, entries.NativeKeyedFile)) and readers_for(codec):
         for _, table in keyed_state_batches(file, {state: codec}, key_groups):
             yield from table.to_batches()
     else:
@@ -501,20 +525,25 @@ def split_batches(
 
 
 def keyed_state_batches(
-    file: entries.KeyedFile,
+    file: entries.KeyedFile | entries.NativeKeyedFile,
     codecs: dict[str, StateCodec],
     key_groups: tuple[int, int] | None = None,
     raws: dict[str, RawTally] | None = None,
 ) -> Iterator[tuple[str, pa.Table]]:
-    """The rows of every state in `codecs` from one pass over a canonical file (a key-group
-    range of it): (state, batch) in file order per state. Entries whose parts decode in
-    batches are taken by `decode_fast`; the others one by one, as `keyed_batches` does."""
+    """The rows of every state in `codecs` from one pass over a canonical file or a RocksDB
+    instance (a key-group range of it): (state, batch) in file order per state. Entries whose
+    parts decode in batches are taken by `decode_fast`; the others one by one, as
+    `keyed_batches` does."""
     header = file.header()
     prefix = key_group_prefix_bytes(file.max_parallelism)
     ids = {i: s for i, s in enumerate(header.states) if s.name in codecs}
     readers = {name: readers_for(codec) for name, codec in codecs.items()}
     raws = raws if raws is not None else {}
-    for entry_batch in entry_batches(file, key_groups, header):
+    if isinstance(file, entries.NativeKeyedFile):
+        found = native_entry_batches(file, key_groups, ids)
+    else:
+        found = entry_batches(file, key_groups, header)
+    for entry_batch in found:
         for state_id, meta in ids.items():
             rows = np.flatnonzero(entry_batch.state_ids == state_id)
             if not len(rows):
@@ -551,7 +580,7 @@ def _fast_table(codec: StateCodec, fast: FastParts) -> pa.Table:
 
 
 def _slow_table(
-    file: entries.KeyedFile,
+    file: KeyedSource,
     codec: StateCodec,
     entry_batch: EntryBatch,
     rows: Int64s,

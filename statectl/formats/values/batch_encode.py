@@ -30,7 +30,8 @@ from statectl.formats.values.composites import WindowCodec
 from statectl.formats.values.model import Codec
 
 BINARY = pa.large_binary()
-_EMPTY = pa.scalar(b"", BINARY)
+# Built from buffers: `pa.scalar(b"")` converts a Python value, and that imports pandas.
+_EMPTY = pa.Array.from_buffers(BINARY, 1, [None, pa.py_buffer(bytes(16)), pa.py_buffer(b"")])[0]
 _HIGH_BIT = 0x80
 
 

@@ -8,7 +8,6 @@ size.
 
 from __future__ import annotations
 
-import array
 import itertools
 import operator as operators
 import shutil
@@ -373,59 +372,14 @@ def write_rekeyed_native(
     """New subtask `index` of a re-hashed operator as a RocksDB instance, from its (key group,
     chunk) pairs sorted by key group: each key group's rows sorted by key per column family,
     so every column family receives its rows ascending."""
+    from statectl.operations.rescale import chunk_rows  # Arrow: a canonical rescale needs none
+
     name = f"{operator.operator_id}-{index:05d}"
     output = locate(output_url, storage_options)
     with InstanceWriter(how.families, operator.key_groups(index), how.prefix_bytes) as instance:
-        for _, group in itertools.groupby(chunks, key=operators.itemgetter(0)):
-            for state_id, rows in _sorted_rows([chunk for _, chunk in group]):
+        for key_group, group in itertools.groupby(chunks, key=operators.itemgetter(0)):
+            found = [chunk for _, chunk in group]
+            for state_id, rows in chunk_rows.sorted_rows(found, key_group, how.prefix_bytes):
                 instance.put_rows(state_id, rows)
         keyed = instance.finish(operator.header, output, name, how.checkpoint_id)
     return SubtaskResult(operator.operator_id, index, keyed, None)
-
-
-def _sorted_rows(chunks: list[Chunk]) -> Iterator[tuple[int, Iterator[tuple[bytes, bytes]]]]:
-    """One key group's (key, value) rows per state id, sorted by key (RocksDB's order). Only
-    the keys are copied out to be sorted; each value is cut from its chunk as its row is
-    written (values are most of a key group's bytes, and a key group grows with the state)."""
-    views = [memoryview(payload) for payload, _ in chunks]
-    by_state: dict[int, _StateRows] = {}
-    for number, (_, runs) in enumerate(chunks):
-        for state_id, start, end, _ in runs:
-            by_state.setdefault(state_id, _StateRows()).add(number, views[number], start, end)
-    for state_id, rows in sorted(by_state.items()):
-        yield state_id, rows.in_key_order(views)
-
-
-_I32 = struct.Struct(">i")
-
-
-class _StateRows:
-    """A state's entries in a key group's chunks (`i32 keyLen, key, i32 valueLen, value`, no
-    flags): their keys, and where each value lies (chunk, start, end) in arrays of machine
-    integers."""
-
-    def __init__(self) -> None:
-        self.keys: list[bytes] = []
-        self.chunks = array.array("i")
-        self.value_starts = array.array("q")
-        self.value_ends = array.array("q")
-
-    def add(self, chunk: int, view: memoryview, start: int, end: int) -> None:
-        keys, value_starts, value_ends = self.keys, self.value_starts, self.value_ends
-        before = len(keys)
-        pos = start
-        while pos < end:
-            (key_length,) = _I32.unpack_from(view, pos)
-            key_end = pos + 4 + key_length
-            (value_length,) = _I32.unpack_from(view, key_end)
-            keys.append(bytes(view[pos + 4 : key_end]))
-            value_starts.append(key_end + 4)
-            pos = key_end + 4 + value_length
-            value_ends.append(pos)
-        self.chunks.extend(itertools.repeat(chunk, len(keys) - before))
-
-    def in_key_order(self, views: list[memoryview]) -> Iterator[tuple[bytes, bytes]]:
-        """(key, value) rows sorted by key, each value cut from `views` (the chunks) as given."""
-        keys, chunks, starts, ends = self.keys, self.chunks, self.value_starts, self.value_ends
-        for i in sorted(range(len(keys)), key=keys.__getitem__):
-            yield keys[i], bytes(views[chunks[i]][starts[i] : ends[i]])
