@@ -1,9 +1,10 @@
 """A RocksDB instance's rows a batch at a time, and the canonical blocks made of them.
 
 rocksdict hands rows out one Python tuple at a time. Taken by `itertools.islice` into a list
-and turned into Arrow arrays (keys, values) in one call, a batch costs Python steps per batch,
-not per row; the blocks `convert` writes are then cut by key group and laid out by Arrow's kernels
-(`entry_chunks.append_entries`). A batch holds about `BATCH_BYTES`, whatever the rows' sizes.
+and joined into Arrow arrays (keys, values) by calls that loop in C, a batch costs Python
+steps per batch, not per row; the blocks `convert` writes are then cut by key group and laid
+out by Arrow's kernels (`entry_chunks.append_entries`). A batch holds about `BATCH_BYTES`,
+whatever the rows' sizes.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+import operator
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,7 +35,7 @@ Rows = tuple[pa.Array, pa.Array]  # keys, values
 BATCH_BYTES = 2 << 20  # amortises Arrow's and numpy's steps, stays in the CPU caches
 PIECE_BYTES = 1 << 20  # a canonical block streamed out of an instance: bytes per piece
 _FIRST_ROWS, _MOST_ROWS = 256, 1 << 16
-_ROW = pa.struct([("key", BINARY), ("value", BINARY)])
+_KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def batches(rows: Iterator[Any]) -> Iterator[Rows]:
@@ -45,11 +47,19 @@ def batches(rows: Iterator[Any]) -> Iterator[Rows]:
             batch = list(itertools.islice(rows, size))
             if not batch:
                 return
-            pairs = pa.array(batch, _ROW)
-        found = pairs.field(0), pairs.field(1)
+            found = _binary(list(map(_KEY, batch))), _binary(list(map(_VALUE, batch)))
         yield found
         per_row = max(1, (found[0].nbytes + found[1].nbytes) // len(batch))
         size = min(_MOST_ROWS, max(1, BATCH_BYTES // per_row))
+
+
+def _binary(rows: list[bytes]) -> pa.Array:
+    """Rows of bytes as an Arrow array, built from their joined bytes and lengths: converting
+    the objects with `pa.array` would import pandas (50 MiB in every worker process)."""
+    offsets = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=offsets[1:])
+    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(rows))]
+    return pa.Array.from_buffers(BINARY, len(rows), buffers)
 
 
 @contextlib.contextmanager
@@ -93,7 +103,7 @@ class KeyGroupCursor:
 
     def __init__(self, rows: Iterator[Rows], prefix_bytes: int) -> None:
         self._rows, self._prefix_bytes = rows, prefix_bytes
-        self._keys = self._values = pa.array([], BINARY)
+        self._keys = self._values = _binary([])
         self._groups: Int64s = np.zeros(0, np.int64)
         self._position = 0
         self._load()
