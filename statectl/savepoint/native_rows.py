@@ -34,7 +34,7 @@ Rows = tuple[pa.Array, pa.Array]  # keys, values
 
 BATCH_BYTES = 2 << 20  # amortises Arrow's and numpy's steps, stays in the CPU caches
 PIECE_BYTES = 1 << 20  # a canonical block streamed out of an instance: bytes per piece
-_FIRST_ROWS, _MOST_ROWS = 256, 1 << 16
+_FIRST_ROWS, _MOST_ROWS = 256, 16384
 _KEY, _VALUE = operator.itemgetter(0), operator.itemgetter(1)
 
 
@@ -48,8 +48,10 @@ def batches(rows: Iterator[Any]) -> Iterator[Rows]:
             if not batch:
                 return
             found = _binary(list(map(_KEY, batch))), _binary(list(map(_VALUE, batch)))
+            count = len(batch)
+            del batch  # before the collector resumes, or its next pass walks every tuple
         yield found
-        per_row = max(1, (found[0].nbytes + found[1].nbytes) // len(batch))
+        per_row = max(1, (found[0].nbytes + found[1].nbytes) // count)
         size = min(_MOST_ROWS, max(1, BATCH_BYTES // per_row))
 
 
