@@ -34,6 +34,7 @@ from statectl.formats import snapshot_edits
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_headers import StateMetaInfo
 from statectl.formats.state_values import (
+    DECODE_ERRORS,
     LIST_DELIMITER,
     MAP_NULL_VALUE,
     StateCodec,
@@ -52,6 +53,8 @@ from statectl.savepoint.operator_rewrite import OperatorStateChange
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+    from statectl.formats.values.batch import DelimitedList
 
 DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
 SCHEMA = "schema"  # the new job's types: `schema_migration`
@@ -266,13 +269,13 @@ def _change(edit: StateEdit, meta: StateMetaInfo, codec: StateCodec) -> StateCha
         return StateChange(
             meta=snapshot_edits.with_ttl,
             value=ttl_wrapper(meta.kind, codec, last_access),
-            values=ttl_batch(meta.kind, wrap=last_access),
+            values=ttl_batch(meta.kind, codec, wrap=last_access),
         )
     if edit.action == TTL_OFF:
         return StateChange(
             meta=snapshot_edits.without_ttl,
             value=ttl_unwrapper(meta.kind, codec),
-            values=ttl_batch(meta.kind),
+            values=ttl_batch(meta.kind, codec),
         )
     raise FormatError(f"unknown edit {edit.action!r}")
 
@@ -372,10 +375,81 @@ class TtlBatch:
         raise FormatError(f"a TTL value of {length} bytes has no last-access time")
 
 
-def ttl_batch(kind: str, wrap: int | None = None) -> TtlBatch | None:
-    """The batch form of a TTL change of a `kind` state's values (None: a LIST's elements
-    are found one by one)."""
-    return TtlBatch(kind, wrap) if kind in ("VALUE", "MAP", "REDUCING", "AGGREGATING") else None
+@dataclass(frozen=True)
+class ListTtlBatch:
+    """`ttl_wrapper` (`wrap`: the last-access time) or `ttl_unwrapper` of a LIST state's stored
+    values a batch at a time: the batch reader of the elements' type finds where each element
+    starts, and the timestamp goes in (or out) there. A batch holding a list the reader cannot
+    take (or, unwrapping, an element too short for a timestamp) is changed value by value by
+    `each`, which gives the same bytes, or the error at the first value refused."""
+
+    elements: DelimitedList
+    each: Callable[[bytes], bytes]
+    wrap: int | None = None
+
+    def __call__(self, values: pa.Array) -> pa.Array:
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        from statectl.formats.values.batch import Buffer, binary_array
+        from statectl.formats.values.batch_encode import (
+            BINARY,
+            binary_rows,
+            data_of,
+            join,
+            offsets_of,
+        )
+
+        offsets = offsets_of(values)
+        buf = Buffer(data_of(values)[: offsets[-1]].data)
+        live = np.ones(len(values), np.bool_)
+        rows, starts, bad = self.elements.element_starts(buf, offsets[:-1], offsets[1:], live)
+        if bad.any():
+            return self._each(values)
+        # Each element's piece: from its start to the next one's (its delimiter included).
+        ends = np.append(starts[1:], 0)
+        last = np.append(rows[1:] != rows[:-1], True)
+        ends[last] = offsets[1:][rows[last]]
+        pieces = binary_array(pa.binary(), buf, starts, ends - starts, np.ones(len(rows), bool))
+        pieces = pieces.cast(BINARY)
+        if self.wrap is not None:
+            stamp = (self.wrap & 0xFFFFFFFFFFFFFFFF).to_bytes(_TTL_TIMESTAMP_BYTES, "big")
+            changed = join(stamp, pieces)
+        elif (ends - starts - ~last < _TTL_TIMESTAMP_BYTES).any():  # ~last: its delimiter
+            return self._each(values)
+        else:
+            changed = pc.binary_slice(pieces, _TTL_TIMESTAMP_BYTES, int(offsets[-1]) + 1)
+        bounds = np.zeros(len(values) + 1, np.int32)
+        np.cumsum(np.bincount(rows, minlength=len(values)), out=bounds[1:])
+        lists = pa.Array.from_buffers(
+            pa.list_(BINARY), len(values), [None, pa.py_buffer(bounds)], children=[changed]
+        )
+        return pc.binary_join(lists, binary_rows([b""])[0])  # a scalar not made by pa.scalar
+
+    def _each(self, values: pa.Array) -> pa.Array:
+        from statectl.formats.values.batch_encode import binary_rows
+
+        return binary_rows([self.each(value) for value in values.to_pylist()])
+
+
+def ttl_batch(
+    kind: str, codec: StateCodec, wrap: int | None = None
+) -> TtlBatch | ListTtlBatch | None:
+    """The batch form of a TTL change of a `kind` state's values (None: a LIST whose elements
+    have no batch reader, changed value by value)."""
+    if kind in ("VALUE", "MAP", "REDUCING", "AGGREGATING"):
+        return TtlBatch(kind, wrap)
+    if kind != "LIST":
+        return None
+    from statectl.formats.values.batch import list_reader_for
+
+    reader = list_reader_for(codec.value)
+    if reader is None:
+        return None
+    if wrap is None:
+        return ListTtlBatch(reader, ttl_unwrapper(kind, codec))
+    return ListTtlBatch(reader, ttl_wrapper(kind, codec, wrap), wrap)
 
 
 def _strip_timestamp(value: bytes) -> bytes:
@@ -408,7 +482,10 @@ def _elements(element: Codec, value: bytes) -> list[bytes]:
     parts: list[bytes] = []
     pos = 0
     while pos < len(view):
-        _, end = element.read(view, pos)
+        try:
+            _, end = element.read(view, pos)
+        except DECODE_ERRORS as exc:
+            raise FormatError(f"list element at offset {pos} is damaged ({exc})") from None
         parts.append(bytes(view[pos:end]))
         pos = end
         if pos < len(view):

@@ -353,11 +353,23 @@ def _write_native(
             if change.rows is not None:
                 instance.put_rows(new_id, _replaced_rows(change.rows, owned))
                 continue
+            if change.values is not None:
+                batches = db.row_batches(state.name, owned[0], owned[1], prefix)
+                instance.put_rows(new_id, _changed_rows(batches, change.values))
+                continue
             rows = db.rows(state.name, owned[0], owned[1], prefix)
             if change.value is not None:
                 rows = ((key, change.value(value)) for key, value in rows)
             instance.put_rows(new_id, rows)
         return instance.finish(rewrite.header_bytes, output, name, checkpoint_id)
+
+
+def _changed_rows(
+    batches: Iterable[tuple[pa.Array, pa.Array]], change: Callable[[pa.Array], pa.Array]
+) -> Iterator[Row]:
+    """The rows with their values changed a batch at a time."""
+    for keys, values in batches:
+        yield from zip(keys.to_pylist(), change(values).to_pylist(), strict=True)
 
 
 def _replaced_rows(rows: ReplacedRows, owned: tuple[int, int]) -> Iterator[Row]:

@@ -22,8 +22,8 @@ import pyarrow as pa
 from statectl.formats import keyed_blocks
 from statectl.formats.arrays import Int64s
 from statectl.formats.values.batch_encode import (
-    BINARY,
     big_endian_lengths,
+    binary_rows,
     data_of,
     join,
     offsets_of,
@@ -47,21 +47,12 @@ def batches(rows: Iterator[Any]) -> Iterator[Rows]:
             batch = list(itertools.islice(rows, size))
             if not batch:
                 return
-            found = _binary(list(map(_KEY, batch))), _binary(list(map(_VALUE, batch)))
+            found = binary_rows(list(map(_KEY, batch))), binary_rows(list(map(_VALUE, batch)))
             count = len(batch)
             del batch  # before the collector resumes, or its next pass walks every tuple
         yield found
         per_row = max(1, (found[0].nbytes + found[1].nbytes) // count)
         size = min(_MOST_ROWS, max(1, BATCH_BYTES // per_row))
-
-
-def _binary(rows: list[bytes]) -> pa.Array:
-    """Rows of bytes as an Arrow array, built from their joined bytes and lengths: converting
-    the objects with `pa.array` would import pandas (50 MiB in every worker process)."""
-    offsets = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(np.fromiter(map(len, rows), np.int64, len(rows)), out=offsets[1:])
-    buffers = [None, pa.py_buffer(offsets), pa.py_buffer(b"".join(rows))]
-    return pa.Array.from_buffers(BINARY, len(rows), buffers)
 
 
 @contextlib.contextmanager
@@ -105,7 +96,7 @@ class KeyGroupCursor:
 
     def __init__(self, rows: Iterator[Rows], prefix_bytes: int) -> None:
         self._rows, self._prefix_bytes = rows, prefix_bytes
-        self._keys = self._values = _binary([])
+        self._keys = self._values = binary_rows([])
         self._groups: Int64s = np.zeros(0, np.int64)
         self._position = 0
         self._load()

@@ -32,6 +32,7 @@ VALUES = harness.VALUES_FIXTURES
 KINDS = ("hashmap-canonical", "rocksdb-native")
 NEW_KEYS = [f"new-{i}" for i in range(8)]  # enough that both subtasks get some
 TTL_OFF = ["ttl-value", "ttl-list", "ttl-map"]
+TTL_ON_LISTS = ["tuple2-list", "pojo-list"]  # each element gains its time (a batch at a time)
 
 
 def fixture(version: str, kind: str) -> Path:
@@ -177,6 +178,8 @@ def ttl_truth(lines: list[dict[str, Any]], last_access: int) -> list[dict[str, A
         line = dict(line)
         if line["state"] == "string":
             line["ttl_timestamp"] = last_access
+        elif line["state"] in TTL_ON_LISTS:  # a time per element
+            line["ttl_timestamp"] = [last_access] * len(line["value"])
         elif line["state"] in TTL_OFF:
             line.pop("ttl_timestamp", None)
         out.append(line)
@@ -266,13 +269,13 @@ def write_case(case: str, source: Path, out: Path, last_access: int) -> dict[str
     if case == "ttl":
         plan = statectl.plan_migration(
             str(source),
-            ttl=[("values", "string", 86_400_000)],
+            ttl=[("values", name, 86_400_000) for name in ("string", *TTL_ON_LISTS)],
             no_ttl=[("values", name) for name in TTL_OFF],
         )
         # The last-access time is the migration's; fixed here so the expectation is exact.
         plan = _with_last_access(plan, last_access)
         statectl.write_migration(plan, str(out))
-        return {"savepoint": str(out), "ttl_on": ["string"], "ttl_off": TTL_OFF}
+        return {"savepoint": str(out), "ttl_on": ["string", *TTL_ON_LISTS], "ttl_off": TTL_OFF}
     plan = statectl.plan_migration(
         str(source),
         drop_states=[("values", "enum")],

@@ -592,16 +592,30 @@ class DelimitedList(BatchReader):
         reader cannot take."""
         bad = live & ((pos > ends) | (ends > len(buf)))
         live = live & ~bad
-        if self.width is not None:
-            values, rows, failed = self._fixed_width(buf, pos, ends, live, self.width)
-        else:
-            values, rows, failed = self._in_rounds(buf, pos, ends, live)
+        values, rows, _, failed = self._elements(buf, pos, ends, live)
         bad |= failed
         return _list_array(self.arrow_type, values, rows, live & ~bad), bad
 
+    def element_starts(
+        self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools
+    ) -> tuple[Int64s, Int64s, Bools]:
+        """Where each element of the lists filling [pos, ends) of the live rows starts, and its
+        row, in list order; and the live rows this reader cannot take."""
+        bad = live & ((pos > ends) | (ends > len(buf)))
+        _, rows, starts, failed = self._elements(buf, pos, ends, live & ~bad)
+        return rows, starts, bad | failed
+
+    def _elements(
+        self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools
+    ) -> tuple[pa.Array, Int64s, Int64s, Bools]:
+        """The elements, their rows and starts, in list order; and the rows not taken."""
+        if self.width is not None:
+            return self._fixed_width(buf, pos, ends, live, self.width)
+        return self._in_rounds(buf, pos, ends, live)
+
     def _fixed_width(
         self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools, width: int
-    ) -> tuple[pa.Array, Int64s, Bools]:
+    ) -> tuple[pa.Array, Int64s, Int64s, Bools]:
         """Every element at once: n elements take n × (width + 1) - 1 bytes."""
         size = np.where(live, ends - pos, 0)
         stride = width + 1
@@ -614,21 +628,23 @@ class DelimitedList(BatchReader):
         delimited = last | (buf.byte(after) == LIST_DELIMITER)
         failed |= (after != starts + width) | ~delimited
         bad[rows[failed]] = True
-        return values, rows, bad
+        return values, rows, starts, bad
 
     def _in_rounds(
         self, buf: Buffer, pos: Int64s, ends: Int64s, live: Bools
-    ) -> tuple[pa.Array, Int64s, Bools]:
+    ) -> tuple[pa.Array, Int64s, Int64s, Bools]:
         """Element k of every list still open in round k; the elements in list order."""
         bad = np.zeros(len(pos), np.bool_)
         open_lists = live & (pos < ends)
         at = pos.copy()
         pieces: list[pa.Array] = []
         owners: list[Int64s] = []
+        starts: list[Int64s] = []
         for _ in range(self.MAX_ROUNDS):
             rows = np.flatnonzero(open_lists)
             if not len(rows):
                 break
+            starts.append(at[rows])
             values, after, failed = self.element.read(buf, at[rows], np.ones(len(rows), np.bool_))
             end = ends[rows]
             more = after < end  # then a delimiter and at least one byte of the next element
@@ -640,8 +656,8 @@ class DelimitedList(BatchReader):
             pieces.append(values)
             owners.append(rows)
         bad |= open_lists  # more elements than rounds
-        values, rows = _in_list_order(pieces, owners, self.element.arrow_type)
-        return values, rows, bad
+        values, rows, in_order = _in_list_order(pieces, owners, self.element.arrow_type)
+        return values, rows, np.concatenate(starts)[in_order] if starts else rows, bad
 
     def json(self, values: pa.Array) -> pa.Array:
         """`[a, b]` as json.dumps writes a list (", "), "null" for a null."""
@@ -680,13 +696,15 @@ def _list_array(arrow: pa.DataType, values: pa.Array, rows: Int64s, taken: Bools
 
 def _in_list_order(
     pieces: list[pa.Array], owners: list[Int64s], empty: pa.DataType
-) -> tuple[pa.Array, Int64s]:
-    """Elements read in rounds (element k of every list in round k) put in list order."""
+) -> tuple[pa.Array, Int64s, Int64s]:
+    """Elements read in rounds (element k of every list in round k) put in list order; and
+    that order (indexes into the rounds' elements)."""
     if not pieces:
-        return pa.nulls(0, empty), np.zeros(0, np.int64)
+        return pa.nulls(0, empty), np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = np.concatenate(owners)
     order = np.argsort(rows, kind="stable")  # rounds are in element order
-    return pa.concat_arrays(pieces).take(fixed_width_array(pa.int64(), order)), rows[order]
+    elements = pa.concat_arrays(pieces).take(fixed_width_array(pa.int64(), order))
+    return elements, rows[order], order
 
 
 def _joined(values: pa.Array, texts: pa.Array, opening: str, closing: str) -> pa.Array:
@@ -786,7 +804,7 @@ class Sized(BatchReader):
             pieces.append(values)
             owners.append(rows)
         bad |= left > 0  # more elements than rounds
-        values, rows = _in_list_order(pieces, owners, self.element_type)
+        values, rows, _ = _in_list_order(pieces, owners, self.element_type)
         return values, rows, at, bad
 
 
