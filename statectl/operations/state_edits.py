@@ -54,7 +54,8 @@ from statectl.savepoint.operator_rewrite import OperatorStateChange
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from statectl.formats.values.batch import DelimitedList
+    from statectl.formats.arrays import Int64s
+    from statectl.formats.values.batch import Buffer, DelimitedList
 
 DROP, RENAME, TTL_ON, TTL_OFF, REPLACE = "drop", "rename", "ttl", "no-ttl", "replace"
 SCHEMA = "schema"  # the new job's types: `schema_migration`
@@ -389,17 +390,10 @@ class ListTtlBatch:
 
     def __call__(self, values: pa.Array) -> pa.Array:
         import numpy as np
-        import pyarrow as pa
         import pyarrow.compute as pc
 
-        from statectl.formats.values.batch import Buffer, binary_array
-        from statectl.formats.values.batch_encode import (
-            BINARY,
-            binary_rows,
-            data_of,
-            join,
-            offsets_of,
-        )
+        from statectl.formats.values.batch import Buffer
+        from statectl.formats.values.batch_encode import data_of, join, offsets_of
 
         offsets = offsets_of(values)
         buf = Buffer(data_of(values)[: offsets[-1]].data)
@@ -407,30 +401,57 @@ class ListTtlBatch:
         rows, starts, bad = self.elements.element_starts(buf, offsets[:-1], offsets[1:], live)
         if bad.any():
             return self._each(values)
-        # Each element's piece: from its start to the next one's (its delimiter included).
-        ends = np.append(starts[1:], 0)
-        last = np.append(rows[1:] != rows[:-1], True)
-        ends[last] = offsets[1:][rows[last]]
-        pieces = binary_array(pa.binary(), buf, starts, ends - starts, np.ones(len(rows), bool))
-        pieces = pieces.cast(BINARY)
+        if not len(rows):
+            return values  # empty lists stay empty
+        pieces, lengths = _element_pieces(buf, offsets, rows, starts)
         if self.wrap is not None:
             stamp = (self.wrap & 0xFFFFFFFFFFFFFFFF).to_bytes(_TTL_TIMESTAMP_BYTES, "big")
             changed = join(stamp, pieces)
-        elif (ends - starts - ~last < _TTL_TIMESTAMP_BYTES).any():  # ~last: its delimiter
+        elif (lengths < _TTL_TIMESTAMP_BYTES).any():
             return self._each(values)
         else:
             changed = pc.binary_slice(pieces, _TTL_TIMESTAMP_BYTES, int(offsets[-1]) + 1)
-        bounds = np.zeros(len(values) + 1, np.int32)
-        np.cumsum(np.bincount(rows, minlength=len(values)), out=bounds[1:])
-        lists = pa.Array.from_buffers(
-            pa.list_(BINARY), len(values), [None, pa.py_buffer(bounds)], children=[changed]
-        )
-        return pc.binary_join(lists, binary_rows([b""])[0])  # a scalar not made by pa.scalar
+        return _joined_per_row(changed, rows, len(values))
 
     def _each(self, values: pa.Array) -> pa.Array:
         from statectl.formats.values.batch_encode import binary_rows
 
         return binary_rows([self.each(value) for value in values.to_pylist()])
+
+
+def _element_pieces(
+    buf: Buffer, offsets: Int64s, rows: Int64s, starts: Int64s
+) -> tuple[pa.Array, Int64s]:
+    """Each element's piece of its list (from its start to the next one's: its delimiter
+    included), and the element's length (without the delimiter)."""
+    import numpy as np
+    import pyarrow as pa
+
+    from statectl.formats.values.batch import binary_array
+    from statectl.formats.values.batch_encode import BINARY
+
+    last = np.append(rows[1:] != rows[:-1], True)  # of its list
+    ends = np.append(starts[1:], 0)
+    ends[last] = offsets[1:][rows[last]]
+    pieces = binary_array(pa.binary(), buf, starts, ends - starts, np.ones(len(rows), np.bool_))
+    return pieces.cast(BINARY), ends - starts - ~last
+
+
+def _joined_per_row(pieces: pa.Array, rows: Int64s, count: int) -> pa.Array:
+    """The pieces of each of `count` rows (`rows`: each piece's, ascending) joined."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from statectl.formats.values.batch_encode import BINARY, binary_rows
+
+    bounds = np.zeros(count + 1, np.int32)
+    np.cumsum(np.bincount(rows, minlength=count), out=bounds[1:])
+    lists = pa.Array.from_buffers(
+        pa.list_(BINARY), count, [None, pa.py_buffer(bounds)], children=[pieces]
+    )
+    no_separator = binary_rows([b""])[0]  # pa.scalar(b"") would import pandas
+    return pc.binary_join(lists, no_separator)
 
 
 def ttl_batch(

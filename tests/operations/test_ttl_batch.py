@@ -82,6 +82,7 @@ def test_a_batch_of_lists_gains_each_element_s_timestamp_as_each_list_does() -> 
         wrap = ttl_wrapper("LIST", codec, STAMP)
         assert len(values) > 10 and any(b"," in value for value in values)
         assert _batch(batch, [*values, b""]) == _each(wrap, [*values, b""])
+        assert _batch(batch, [b"", b""]) == [b"", b""]  # empty lists only
 
 
 @pytest.mark.parametrize(

@@ -30,10 +30,12 @@ _ROWS_PER_SLICE = 1 << 14  # rows made into Python objects at a time
 def sorted_rows(
     chunks: list[Chunk], key_group: int, prefix_bytes: int
 ) -> Iterator[tuple[int, Iterator[Row]]]:
-    """(state id, its rows sorted by key) of one key group's chunks, state ids ascending."""
+    """(state id, its rows sorted by key) of one key group's chunks, state ids ascending.
+    Each chunk leaves `chunks` as its rows are copied out: a key group is held about once."""
     by_state: dict[int, list[tuple[pa.Array, pa.Array]]] = {}
-    for chunk in chunks:
-        for state_id, keys, values in _chunk_rows(chunk, key_group, prefix_bytes):
+    chunks.reverse()  # taken from the end, in order
+    while chunks:
+        for state_id, keys, values in _chunk_rows(chunks.pop(), key_group, prefix_bytes):
             by_state.setdefault(state_id, []).append((keys, values))
     for state_id, parts in sorted(by_state.items()):
         keys = pa.concat_arrays([k.cast(pa.large_binary()) for k, _ in parts])
