@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
+import shutil
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ from statectl.savepoint.entries import (
 )
 from statectl.savepoint.files import OutputFile
 from statectl.savepoint.keyed import block_spans, iter_blocks
+from statectl.savepoint.native_files import FileSource, NotByFiles, assemble
 from statectl.savepoint.native_writer import InstanceWriter
 from statectl.savepoint.storage import Location
 
@@ -345,9 +348,10 @@ def _write_native(
     prefix = key_group_prefix_bytes(source.max_parallelism)
     families = [state.name for state in rewrite.header.states]
     with InstanceWriter(families, owned, prefix) as instance, native.opened(source.instance) as db:
+        carried = _carried_by_files(rewrite, source, instance)
         for state in source.header().states:
             new_id = rewrite.new_ids.get(state.name)
-            if new_id is None:
+            if new_id is None or state.name in carried:
                 continue
             change = rewrite.changes.get(state.name, StateChange())
             if change.rows is not None:
@@ -362,6 +366,37 @@ def _write_native(
                 rows = ((key, change.value(value)) for key, value in rows)
             instance.put_rows(new_id, rows)
         return instance.finish(rewrite.header_bytes, output, name, checkpoint_id)
+
+
+def _carried_by_files(
+    rewrite: SubtaskRewrite, source: NativeKeyedFile, instance: InstanceWriter
+) -> set[str]:
+    """The states whose rows stay as they are, carried into the new instance as the old
+    instance's SST files (linked; `native_files.assemble`), not row by row: when the new
+    instance's column families are the old one's (no state dropped or renamed). The others'
+    column families are left empty for their new rows. None when the files cannot be."""
+    old = [state.name for state in source.header().states]
+    if sorted(instance.families) != sorted(old):
+        return set()
+    carried = {name for name in old if _unchanged(rewrite.changes.get(name, StateChange()))}
+    if not carried:
+        return set()
+    owned = source.instance.key_groups
+    assert owned is not None
+    folder = os.path.join(instance.folder, "db")
+    whole = FileSource(source.instance, owned[0], owned[1])
+    try:
+        assemble([whole], folder, owned, instance.prefix_bytes, instance.families, carried)
+    except NotByFiles:
+        shutil.rmtree(folder, ignore_errors=True)
+        return set()
+    instance.use_instance(folder)
+    return carried
+
+
+def _unchanged(change: StateChange) -> bool:
+    edited = change.value is not None or change.values is not None
+    return not (change.drop or change.replaces or edited)
 
 
 def _changed_rows(

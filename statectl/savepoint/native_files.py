@@ -40,7 +40,7 @@ import hashlib
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,13 +110,17 @@ def assemble(
     key_groups: tuple[int, int],
     prefix_bytes: int,
     families: Sequence[str],
+    carried: Collection[str] | None = None,
 ) -> FileCounts:
     """The new subtask's instance in `folder` (created), from `sources` in key-group order;
-    `families` are its column families (the new header's states)."""
+    `families` are its column families (the new header's states). With `carried`, only those
+    families take the sources' files; the others are left empty, for rows ingested after."""
     work = folder + "-work"
     os.makedirs(work)
     try:
         read = [_read_source(source, prefix_bytes, families, folder) for source in sources]
+        if carried is not None:
+            read = [_only_families(each, carried) for each in read]
         read_total = sum(len(each.origins) for each in read)
         read, pushed, skipped = _one_l0_source(read, work, key_groups, prefix_bytes, families)
         kept, left_out = _kept_files(read, key_groups, prefix_bytes)
@@ -177,6 +181,15 @@ def _read_source(
         name: path for name, path in paths.items() if native.file_kind(name) == "SST"
     }
     return _Source(source, manifest, paths, origins)
+
+
+def _only_families(source: _Source, carried: Collection[str]) -> _Source:
+    """The source without the files of the column families not `carried`."""
+    kept = {f: ssts for f, ssts in source.manifest.families.items() if f in carried}
+    names = {_sst_name(sst.number) for ssts in kept.values() for sst in ssts}
+    origins = {name: path for name, path in source.origins.items() if name in names}
+    manifest = dataclasses.replace(source.manifest, families=kept)
+    return dataclasses.replace(source, manifest=manifest, origins=origins)
 
 
 def _local_paths(instance: NativeInstance, folder: str) -> dict[str, str]:
