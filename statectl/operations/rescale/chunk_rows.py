@@ -1,8 +1,8 @@
 """A new key group's rows out of the re-hash's chunks, sorted as RocksDB takes them.
 
 A chunk's runs hold entries as canonical blocks do (`i32 keyLen, key, i32 valueLen, value`),
-without the run-end flags. Laid out as a block (each run behind its state id, its last key
-flagged, the end mark after), `entry_scan` locates them with no Python step per entry; their
+without the run-end flags. Chunks laid out as a block (a run per state behind its id, its last
+key flagged, the end mark after), `entry_scan` locates them with no Python step per entry; their
 keys and values become Arrow arrays, sorted by Arrow's kernels, and reach the RocksDB writer
 as Python objects a slice at a time.
 """
@@ -25,17 +25,23 @@ Row = tuple[bytes, bytes]
 _U16 = struct.Struct(">H")
 _BINARY = pa.binary()
 _ROWS_PER_SLICE = 1 << 14  # rows made into Python objects at a time
+_BLOCK_BYTES = 64 << 20  # chunks located as one block: few steps per key group, offsets in i32
 
 
 def sorted_rows(
     chunks: list[Chunk], key_group: int, prefix_bytes: int
 ) -> Iterator[tuple[int, Iterator[Row]]]:
     """(state id, its rows sorted by key) of one key group's chunks, state ids ascending.
-    Each chunk leaves `chunks` as its rows are copied out: a key group is held about once."""
+    Chunks leave `chunks` as their rows are copied out: a key group is held about once."""
     by_state: dict[int, list[tuple[pa.Array, pa.Array]]] = {}
     chunks.reverse()  # taken from the end, in order
     while chunks:
-        for state_id, keys, values in _chunk_rows(chunks.pop(), key_group, prefix_bytes):
+        group = [chunks.pop()]
+        size = len(group[0][0])
+        while chunks and size + len(chunks[-1][0]) <= _BLOCK_BYTES:
+            group.append(chunks.pop())
+            size += len(group[-1][0])
+        for state_id, keys, values in _block_rows(group, key_group, prefix_bytes):
             by_state.setdefault(state_id, []).append((keys, values))
     for state_id, parts in sorted(by_state.items()):
         keys = pa.concat_arrays([k.cast(pa.large_binary()) for k, _ in parts])
@@ -43,23 +49,33 @@ def sorted_rows(
         yield state_id, _in_order(keys, values, pc.sort_indices(keys))
 
 
-def _chunk_rows(
-    chunk: Chunk, key_group: int, prefix_bytes: int
+def _block_rows(
+    chunks: list[Chunk], key_group: int, prefix_bytes: int
 ) -> Iterator[tuple[int, pa.Array, pa.Array]]:
-    """(state id, keys, values) of each run of a chunk."""
-    payload, runs = chunk
-    block = bytearray()
-    for state_id, start, end, flag in runs:
-        block += _U16.pack(state_id)
-        at = len(block)
-        block += payload[start:end]
-        block[at + flag - start] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
-    block += _U16.pack(keyed_blocks.END_OF_KEY_GROUP_MARK)
-    buffer = batch.Buffer(block)
+    """(state id, keys, values) of the chunks' rows, laid out and located as one block: a run
+    per state (its runs in every chunk, one after another), its last key flagged."""
+    runs: dict[int, list[tuple[bytes, int, int, int]]] = {}
+    for payload, chunk_runs in chunks:
+        for state_id, start, end, flag in chunk_runs:
+            runs.setdefault(state_id, []).append((payload, start, end, flag))
+    parts: list[bytes | memoryview] = []
+    flags, at = [], 0
+    for state_id in sorted(runs):
+        parts.append(_U16.pack(state_id))
+        at += _U16.size
+        for payload, start, end, flag in runs[state_id]:
+            parts.append(memoryview(payload)[start:end])
+            last_key, at = at + flag - start, at + end - start
+        flags.append(last_key)
+    parts.append(_U16.pack(keyed_blocks.END_OF_KEY_GROUP_MARK))
+    buffer = batch.Buffer(*parts)
+    del parts, runs
+    buffer.data[flags] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
     block_view = buffer.data[: buffer.size].data  # located in place
-    located = entry_scan.locate(block_view, key_group, prefix_bytes, None)
-    key_starts, key_ends, value_ends, found = located
-    buffer.data[key_starts] &= ~keyed_blocks.FIRST_BIT_IN_BYTE_MASK & 0xFF  # the flags we set
+    key_starts, key_ends, value_ends, found = entry_scan.locate(
+        block_view, key_group, prefix_bytes, None
+    )
+    buffer.data[key_starts] &= ~keyed_blocks.FIRST_BIT_IN_BYTE_MASK & 0xFF  # the flags set above
     valid = np.ones(len(key_starts), np.bool_)
     keys = batch.binary_array(_BINARY, buffer, key_starts, key_ends - key_starts, valid)
     value_starts = key_ends + 4
