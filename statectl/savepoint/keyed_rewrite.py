@@ -374,7 +374,8 @@ def _carried_by_files(
     """The states whose rows stay as they are, carried into the new instance as the old
     instance's SST files (linked; `native_files.assemble`), not row by row: when the new
     instance's column families are the old one's (no state dropped or renamed). The others'
-    column families are left empty for their new rows. None when the files cannot be."""
+    column families are left empty for their new rows. Empty when the files cannot be carried
+    (`NotByFiles`: every state's rows move then, as before)."""
     old = [state.name for state in source.header().states]
     if sorted(instance.families) != sorted(old):
         return set()
