@@ -1,4 +1,5 @@
-"""A new key group's rows out of the re-hash's chunks, sorted as RocksDB takes them.
+"""A new key group's rows out of the re-hash's chunks (or a canonical block's), sorted as
+RocksDB takes them.
 
 A chunk's runs hold entries as canonical blocks do (`i32 keyLen, key, i32 valueLen, value`),
 without the run-end flags. Chunks laid out as a block (a run per state behind its id, its last
@@ -46,7 +47,7 @@ def sorted_rows(
     for state_id, parts in sorted(by_state.items()):
         keys = pa.concat_arrays([k.cast(pa.large_binary()) for k, _ in parts])
         values = pa.concat_arrays([v.cast(pa.large_binary()) for _, v in parts])
-        yield state_id, _in_order(keys, values, pc.sort_indices(keys))
+        yield state_id, in_key_order(keys, values)
 
 
 def _block_rows(
@@ -71,11 +72,19 @@ def _block_rows(
     buffer = batch.Buffer(*parts)
     del parts, runs
     buffer.data[flags] |= keyed_blocks.FIRST_BIT_IN_BYTE_MASK
+    return block_rows(buffer, key_group, prefix_bytes)
+
+
+def block_rows(
+    buffer: batch.Buffer, key_group: int, prefix_bytes: int
+) -> Iterator[tuple[int, pa.Array, pa.Array]]:
+    """(state id, keys, values) of each run of a key group's uncompressed block, located by
+    `entry_scan` (the keys without the run-end flag)."""
     block_view = buffer.data[: buffer.size].data  # located in place
     key_starts, key_ends, value_ends, found = entry_scan.locate(
         block_view, key_group, prefix_bytes, None
     )
-    buffer.data[key_starts] &= ~keyed_blocks.FIRST_BIT_IN_BYTE_MASK & 0xFF  # the flags set above
+    buffer.data[key_starts] &= ~keyed_blocks.FIRST_BIT_IN_BYTE_MASK & 0xFF  # the run-end flags
     valid = np.ones(len(key_starts), np.bool_)
     keys = batch.binary_array(_BINARY, buffer, key_starts, key_ends - key_starts, valid)
     value_starts = key_ends + 4
@@ -86,7 +95,9 @@ def _block_rows(
         first += count
 
 
-def _in_order(keys: pa.Array, values: pa.Array, order: pa.Array) -> Iterator[Row]:
+def in_key_order(keys: pa.Array, values: pa.Array) -> Iterator[Row]:
+    """(key, value) rows sorted by key (bytewise: RocksDB's order), a slice at a time."""
+    order = pc.sort_indices(keys)
     for start in range(0, len(order), _ROWS_PER_SLICE):
         rows = order.slice(start, _ROWS_PER_SLICE)
         yield from zip(keys.take(rows).to_pylist(), values.take(rows).to_pylist(), strict=True)

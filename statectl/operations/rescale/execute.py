@@ -345,18 +345,20 @@ def _by_files(
 
 
 def _put_block_run(instance: InstanceWriter, run: BlockRun, compressed: bool) -> None:
+    """The run's canonical blocks as rows: each state's entries located by `entry_scan` and
+    sorted by Arrow's kernels (`chunk_rows`), not walked and sorted entry by entry."""
+    from statectl.formats.values.batch import Buffer
+    from statectl.operations.rescale import chunk_rows  # Arrow: a canonical rescale needs none
+
     mapping = dict(run.state_id_map or ())
     ends = [offset for _, offset in run.offsets[1:]] + [run.end]
     for (key_group, start), end in zip(run.offsets, ends, strict=True):
-        block = run.source.read(start, end)
-        by_state: dict[int, list[tuple[bytes, bytes]]] = {}
         try:
-            for entry in keyed_blocks.iter_entries(block, compressed, None):
-                state_id = mapping.get(entry.state_id, entry.state_id)
-                by_state.setdefault(state_id, []).append((entry.key, entry.value))
-            for state_id, rows in by_state.items():
-                rows.sort()
-                instance.put_rows(state_id, rows)
+            block = Buffer(keyed_blocks.raw_block(run.source.read(start, end), compressed))
+            found = chunk_rows.block_rows(block, key_group, instance.prefix_bytes)
+            for state_id, keys, values in found:
+                rows = chunk_rows.in_key_order(keys, values)
+                instance.put_rows(mapping.get(state_id, state_id), rows)
         except StatectlError as exc:
             raise exc.with_source(f"{run.source.description} (key group {key_group})") from None
 
