@@ -144,9 +144,9 @@ class NativeKeyedFile(_SubtaskKeyedState):
             for state in header.states:
                 if states is not None and state.name not in states:
                     continue
-                for key, value in db.rows(state.name, first, last, prefix):
-                    key_group = int.from_bytes(key[:prefix], "big")
-                    yield KeyedEntry(state, key_group, bytes(key), bytes(value))
+                for keys, values in db.row_batches(state.name, first, last, prefix):
+                    for key, value in zip(keys.to_pylist(), values.to_pylist(), strict=True):
+                        yield KeyedEntry(state, int.from_bytes(key[:prefix], "big"), key, value)
 
 
 @dataclass(frozen=True)
