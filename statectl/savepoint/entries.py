@@ -11,8 +11,9 @@ list element, and each broadcast state's map (§3.3). Changelog keyed state and 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from statectl.errors import StatectlError, UnsupportedError
 from statectl.formats import heap_snapshot, keyed_blocks, operator_state, state_headers
@@ -47,6 +48,9 @@ from statectl.savepoint.keyed import (
     iter_blocks,
 )
 from statectl.savepoint.model import Savepoint, StateStream, describe_operator
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 OPERATOR_KINDS = {
     DistributionMode.SPLIT_DISTRIBUTE: "LIST",
@@ -135,18 +139,26 @@ class NativeKeyedFile(_SubtaskKeyedState):
         """Rows of every column family (of `states` only, if given), in the owned key-group
         range, state by state."""
         header = header or self.header()
+        chosen = [s for s in header.states if states is None or s.name in states]
+        prefix = key_group_prefix_bytes(self.max_parallelism)
+        for state, keys, values in self.row_batches(chosen, key_groups):
+            for key, value in zip(keys.to_pylist(), values.to_pylist(), strict=True):
+                yield KeyedEntry(state, int.from_bytes(key[:prefix], "big"), key, value)
+
+    def row_batches(
+        self, states: Iterable[StateMetaInfo], key_groups: tuple[int, int] | None = None
+    ) -> Iterator[tuple[StateMetaInfo, pa.Array, pa.Array]]:
+        """(state, keys, values) of each batch of rows of `states`, state by state, in the
+        owned key-group range (or `key_groups` of it): Arrow arrays (`native_rows`)."""
         owned = self.instance.key_groups
         if owned is None:
             return
         first, last = key_groups or owned
         prefix = key_group_prefix_bytes(self.max_parallelism)
         with native.opened(self.instance) as db:
-            for state in header.states:
-                if states is not None and state.name not in states:
-                    continue
+            for state in states:
                 for keys, values in db.row_batches(state.name, first, last, prefix):
-                    for key, value in zip(keys.to_pylist(), values.to_pylist(), strict=True):
-                        yield KeyedEntry(state, int.from_bytes(key[:prefix], "big"), key, value)
+                    yield state, keys, values
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from statectl.formats.state_values import (
     operator_codec,
 )
 from statectl.formats.values import Codec, Raw, RawCodec, Undecodable, batch
-from statectl.savepoint import entries, native, native_rows
+from statectl.savepoint import entries, native_rows
 from statectl.savepoint.entries import KeyedSource, OperatorFile
 from statectl.savepoint.keyed import block_spans, iter_blocks
 
@@ -282,21 +282,16 @@ def native_entry_batches(
 ) -> Iterator[EntryBatch]:
     """The rows of `states` (by state id) in the instance (in the key-group range), state by
     state, a batch of rows at a time, laid out as blocks' entries are."""
-    owned = file.instance.key_groups
-    if owned is None:
-        return
-    first, last = key_groups or owned
     prefix = key_group_prefix_bytes(file.max_parallelism)
-    with native.opened(file.instance) as db:
-        for state_id, state in states.items():
-            for keys, values in db.row_batches(state.name, first, last, prefix):
-                try:
-                    groups = native_rows.key_groups(keys, prefix)
-                except ValueError as exc:
-                    raise FormatError(f"state {state.name!r}: {exc}", file.description) from None
-                data, key_starts, key_ends, value_ends = native_rows.laid_out(keys, values)
-                ids = np.full(len(groups), state_id, np.int64)
-                yield EntryBatch(batch.Buffer(data), groups, key_starts, key_ends, value_ends, ids)
+    ids = {state.name: state_id for state_id, state in states.items()}
+    for state, keys, values in file.row_batches(states.values(), key_groups):
+        try:
+            groups = native_rows.key_groups(keys, prefix)
+        except ValueError as exc:
+            raise FormatError(f"state {state.name!r}: {exc}", file.description) from None
+        data, key_starts, key_ends, value_ends = native_rows.laid_out(keys, values)
+        state_ids = np.full(len(groups), ids[state.name], np.int64)
+        yield EntryBatch(batch.Buffer(data), groups, key_starts, key_ends, value_ends, state_ids)
 
 
 def _locate(
