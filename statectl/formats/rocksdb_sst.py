@@ -5,8 +5,9 @@ the end (checksum type, metaindex and index block handles, format version, magic
 followed by a 5-byte trailer (compression type, checksum of the block and that type byte), a
 metaindex block naming the meta blocks (properties, filter, …), an index block holding every
 data block's handle. `verify` checks the trailer of every block the file has: what RocksDB
-checks as it reads them all (`ReadOptions::verify_checksums`), with one Python step per block
-(hashed in C by google-crc32c or xxhash), none per row.
+checks as it reads them all (`ReadOptions::verify_checksums`). No Python step per block: an
+index whose every entry is a restart point (Flink's) is read by numpy at its restart offsets,
+and `map` calls google-crc32c or xxhash once per block from C; none per row.
 
 What it reads: format versions 1 to 5 (Flink 1.15–2.3's FRocksDB writes 4 and 5, rocksdict's
 RocksDB 10.4 writes what statectl asks: 4), checksums CRC32C, xxHash, xxHash64 and XXH3, a
@@ -20,14 +21,14 @@ from __future__ import annotations
 
 import mmap
 import struct
-from collections.abc import Callable
 
 import cramjam
 import google_crc32c
+import numpy as np
+import numpy.typing as npt
 import xxhash
 
 from statectl.formats.rocksdb_manifest import read_varint64
-from statectl.formats.snappy_framed import mask_crc
 
 _BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
 _FOOTER = 53  # checksum type, two handles padded to 40 bytes, format version, magic
@@ -41,6 +42,10 @@ _PROPERTIES = b"rocksdb.properties"
 _INDEX_TYPE = b"rocksdb.block.based.table.index.type"
 _DELTA_ENCODED = b"rocksdb.index.value.is.delta.encoded"
 _FIXED32 = struct.Struct("<I")
+_LOW32 = np.uint64(0xFFFFFFFF)
+_MASK_DELTA = np.uint64(0xA282EAD8)  # crc32c::Mask (util/crc32c.h): rotate right 15, add this
+
+Int64s = npt.NDArray[np.int64]
 
 
 class UnknownSst(Exception):
@@ -57,8 +62,17 @@ def verify(path: str) -> int:
         size = file.seek(0, 2)
         if size < _FOOTER:
             raise SstDamaged(f"{size} bytes: shorter than an SST footer")
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
+        with _mapped(file.fileno()) as mapped:
             return _verify(mapped, size)
+
+
+def _mapped(fileno: int) -> mmap.mmap:
+    """The file mapped read-only; on Linux with its pages mapped at once (MAP_POPULATE), not
+    one fault per page as the blocks are read: a sixth of `verify`'s time on a large file."""
+    populate = getattr(mmap, "MAP_POPULATE", 0)
+    if not populate:
+        return mmap.mmap(fileno, 0, access=mmap.ACCESS_READ)
+    return mmap.mmap(fileno, 0, flags=mmap.MAP_SHARED | populate, prot=mmap.PROT_READ)
 
 
 def _verify(view: mmap.mmap, size: int) -> int:
@@ -71,13 +85,14 @@ def _verify(view: mmap.mmap, size: int) -> int:
     indexes = [index]
     if partitioned:  # the top level's values are the partitions' handles
         top = _checked_block(view, index, checksum_type, "top-level index")
-        indexes = list(_index_handles(_uncompressed(view, index, top), delta_encoded))
+        offsets, sizes = _index_handles(_uncompressed(view, index, top), delta_encoded)
+        indexes = list(zip(offsets.tolist(), sizes.tolist(), strict=True))
     blocks = 0
     for handle in indexes:
         index_block = _checked_block(view, handle, checksum_type, "index")
-        data = _index_handles(_uncompressed(view, handle, index_block), delta_encoded)
-        _check_data_blocks(view, data, _digest(checksum_type))
-        blocks += len(data)
+        offsets, sizes = _index_handles(_uncompressed(view, handle, index_block), delta_encoded)
+        _check_data_blocks(view, offsets, sizes, checksum_type)
+        blocks += len(offsets)
     return blocks
 
 
@@ -110,55 +125,48 @@ def _checked_block(
     end = offset + size
     if end + _TRAILER > len(view) - _FOOTER:
         raise SstDamaged(f"{what} block at {offset}: {size} bytes run past the blocks")
-    if _digest(checksum_type)(view, offset, end) != _FIXED32.unpack_from(view, end + 1)[0]:
+    if _mismatches(view, np.array([offset]), np.array([end]), checksum_type).size:
         raise SstDamaged(f"block checksum mismatch in the {what} block at offset {offset}")
     return view[offset:end]
 
 
-def _check_data_blocks(
-    view: mmap.mmap, handles: list[tuple[int, int]], digest: Callable[[mmap.mmap, int, int], int]
-) -> None:
-    """`_checked_block` of every data block, in one loop (a file has thousands)."""
-    limit = len(view) - _FOOTER - _TRAILER
-    unpack = _FIXED32.unpack_from
-    for offset, size in handles:
-        end = offset + size
-        if end > limit:
-            raise SstDamaged(f"data block at {offset}: {size} bytes run past the blocks")
-        if digest(view, offset, end) != unpack(view, end + 1)[0]:
-            raise SstDamaged(f"block checksum mismatch in the data block at offset {offset}")
+def _check_data_blocks(view: mmap.mmap, offsets: Int64s, sizes: Int64s, checksum_type: int) -> None:
+    """`_checked_block` of every data block at once (a file has thousands)."""
+    ends = offsets + sizes
+    past = np.flatnonzero(ends > len(view) - _FOOTER - _TRAILER)
+    if past.size:
+        first = past[0]
+        raise SstDamaged(
+            f"data block at {offsets[first]}: {sizes[first]} bytes run past the blocks"
+        )
+    wrong = _mismatches(view, offsets, ends, checksum_type)
+    if wrong.size:
+        raise SstDamaged(f"block checksum mismatch in the data block at offset {offsets[wrong[0]]}")
 
 
-def _digest(checksum_type: int) -> Callable[[mmap.mmap, int, int], int]:
-    """The trailer's checksum of the block at [start, end) and the compression type byte at
-    `end` (`ComputeBuiltinChecksumWithLastByte`, table/format.cc)."""
+def _mismatches(view: mmap.mmap, starts: Int64s, ends: Int64s, checksum_type: int) -> Int64s:
+    """Which blocks [start, end) fail the checksum in their trailer: the block and the
+    compression type byte at `end` hashed (`ComputeBuiltinChecksumWithLastByte`,
+    table/format.cc), one hash call per block in C (`map`), the rest in numpy."""
+    first, last = starts.tolist(), ends.tolist()
+    trailers = _trailers(view, ends)
+    stored = trailers[:, 1:].copy().view("<u4")[:, 0].astype(np.uint64)
+    with_type = map(view.__getitem__, map(slice, first, (ends + 1).tolist()))
     if checksum_type == _CRC32C:
-        return _crc32c
-    if checksum_type == _XXH3:
-        return _xxh3
-    if checksum_type == _XXHASH:
-        return _xxhash32
-    if checksum_type == _XXHASH64:
-        return _xxhash64
-    raise UnknownSst(f"checksum type {checksum_type}")
-
-
-def _crc32c(view: mmap.mmap, start: int, end: int) -> int:
-    return mask_crc(google_crc32c.value(view[start : end + 1]))
-
-
-def _xxh3(view: mmap.mmap, start: int, end: int) -> int:
-    """XXH3's low 32 bits, the type byte mixed in after (`ModifyChecksumForLastByte`)."""
-    low = xxhash.xxh3_64_intdigest(view[start:end]) & 0xFFFFFFFF
-    return low ^ (_XXH3_LAST_BYTE_PRIME * view[end] & 0xFFFFFFFF)
-
-
-def _xxhash32(view: mmap.mmap, start: int, end: int) -> int:
-    return xxhash.xxh32_intdigest(view[start : end + 1])
-
-
-def _xxhash64(view: mmap.mmap, start: int, end: int) -> int:
-    return xxhash.xxh64_intdigest(view[start : end + 1]) & 0xFFFFFFFF
+        crc = np.fromiter(map(google_crc32c.value, with_type), np.uint64, len(starts))
+        computed = (((crc >> 15) | (crc << 17)) & _LOW32) + _MASK_DELTA & _LOW32
+    elif checksum_type == _XXH3:  # XXH3 of the block, the type byte mixed in after
+        blocks = map(view.__getitem__, map(slice, first, last))
+        low = np.fromiter(map(xxhash.xxh3_64_intdigest, blocks), np.uint64, len(starts)) & _LOW32
+        computed = low ^ (trailers[:, 0].astype(np.uint64) * _XXH3_LAST_BYTE_PRIME & _LOW32)
+    elif checksum_type == _XXHASH:
+        computed = np.fromiter(map(xxhash.xxh32_intdigest, with_type), np.uint64, len(starts))
+    elif checksum_type == _XXHASH64:
+        computed = np.fromiter(map(xxhash.xxh64_intdigest, with_type), np.uint64, len(starts))
+        computed &= _LOW32
+    else:
+        raise UnknownSst(f"checksum type {checksum_type}")
+    return np.flatnonzero(computed != stored)
 
 
 def _uncompressed(view: mmap.mmap, handle: tuple[int, int], block: bytes) -> bytes:
@@ -183,13 +191,83 @@ def _properties(
     return dict(_block_entries(block))
 
 
-def _index_handles(block: bytes, delta_encoded: bool) -> list[tuple[int, int]]:
-    """Every data block's handle in an index block: at a restart point (`shared` 0) in full,
-    elsewhere (values delta-encoded) as the size's change, the block starting where the
-    previous one ended. One loop with the handle's varints inline: an index has thousands of
-    entries, and this is most of `verify`'s time."""
+def _index_handles(block: bytes, delta_encoded: bool) -> tuple[Int64s, Int64s]:
+    """Every data block's (offset, size) in an index block."""
     end = _entries_end(block)
-    handles = []
+    at_restarts = _handles_at_restarts(block, end, delta_encoded)
+    if at_restarts is not None:
+        return at_restarts
+    handles = _handles_entry_by_entry(block, end, delta_encoded)
+    found = np.array(handles, np.int64).reshape(-1, 2)
+    return found[:, 0], found[:, 1]
+
+
+def _handles_at_restarts(
+    block: bytes, end: int, delta_encoded: bool
+) -> tuple[Int64s, Int64s] | None:
+    """The handles of an index whose every entry is a restart point (RocksDB's default
+    `index_block_restart_interval` of 1, Flink's too), read all at once at the restart
+    offsets: a key length, the key, the block's offset and size (in full at a restart point,
+    delta-encoded or not). None for any other layout, or entries that do not end where the
+    next begins: the entry-by-entry loop reads those, and says what is damaged."""
+    count = _FIXED32.unpack_from(block, len(block) - 4)[0] & 0x7FFFFFFF
+    data = np.frombuffer(block, np.uint8, end)
+    starts = np.frombuffer(block, "<u4", count, end).astype(np.int64)
+    if not count or starts[0] != 0 or starts[-1] >= end or np.any(np.diff(starts) <= 0):
+        return None
+    if np.any(data[starts] != 0):  # a key sharing a prefix: restart points are further apart
+        return None
+    try:
+        key_lengths, position = _varints(data, starts + 1)
+        if not delta_encoded:
+            _, position = _varints(data, position)  # the value's length
+        offsets, position = _varints(data, position + key_lengths)
+        sizes, position = _varints(data, position)
+    except _RunsPast:
+        return None
+    if not np.array_equal(position[:-1], starts[1:]) or position[-1] != end:
+        return None
+    return offsets, sizes
+
+
+def _trailers(view: mmap.mmap, ends: Int64s) -> npt.NDArray[np.uint8]:
+    """The blocks' trailers (a row of `_TRAILER` bytes each), gathered by numpy: the array
+    over the map is dropped before this returns, or the map could not be closed."""
+    whole = np.frombuffer(view, np.uint8)
+    try:
+        gathered: npt.NDArray[np.uint8] = whole[ends[:, None] + np.arange(_TRAILER)]
+        return gathered
+    finally:
+        del whole
+
+
+class _RunsPast(Exception):
+    """A varint runs past its block's entries."""
+
+
+def _varints(data: npt.NDArray[np.uint8], positions: Int64s) -> tuple[Int64s, Int64s]:
+    """The varint64 at each of `positions` in `data`, and the position after each."""
+    values = np.zeros(len(positions), np.int64)
+    positions = positions.copy()
+    lanes = np.arange(len(positions))
+    for shift in range(0, 63, 7):
+        at = positions[lanes]
+        if at.size and at.max() >= len(data):
+            raise _RunsPast
+        byte = data[at]
+        values[lanes] |= (byte & 0x7F).astype(np.int64) << shift
+        positions[lanes] += 1
+        lanes = lanes[byte >= 0x80]
+        if not lanes.size:
+            return values, positions
+    raise _RunsPast  # longer than a 63-bit value: not a handle within a file
+
+
+def _handles_entry_by_entry(block: bytes, end: int, delta_encoded: bool) -> list[int]:
+    """The flat (offset, size, …) of every entry: at a restart point (`shared` 0) in full,
+    elsewhere (values delta-encoded) as the size's change, the block starting where the
+    previous one ended. One loop with the handle's varints inline."""
+    handles: list[int] = []
     offset = size = position = 0
     try:
         while position < end:
@@ -201,7 +279,7 @@ def _index_handles(block: bytes, delta_encoded: bool) -> list[tuple[int, int]]:
             if delta_encoded and shared:
                 delta, position = _varint(block, position, signed=True)
                 offset, size = offset + size + _TRAILER, size + delta
-                handles.append((offset, size))
+                handles += (offset, size)
                 continue
             offset = shift = 0
             while True:
@@ -219,7 +297,7 @@ def _index_handles(block: bytes, delta_encoded: bool) -> list[tuple[int, int]]:
                 if byte < 0x80:
                     break
                 shift += 7
-            handles.append((offset, size))
+            handles += (offset, size)
     except IndexError:
         position = len(block)
     if position != end:

@@ -175,3 +175,87 @@ def test_a_layout_it_does_not_read_is_unknown(tmp_path: Path) -> None:
         (sst,) = folder.glob("*.sst")
         with pytest.raises(UnknownSst):
             rocksdb_sst.verify(str(sst))
+
+
+def _index_blocks(path: Path) -> list[tuple[bytes, bool]]:
+    """Each index block of the file (the partitions of a partitioned one), uncompressed, and
+    whether its values are delta-encoded."""
+    import mmap
+
+    from statectl.formats.rocksdb_sst import (
+        _block_entries,
+        _checked_block,
+        _footer,
+        _handle,
+        _index_handles,
+        _index_layout,
+        _properties,
+        _uncompressed,
+    )
+
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+        size = len(view)
+        checksum, metaindex, index = _footer(view[size - _FOOTER :])
+        meta = _block_entries(_checked_block(view, metaindex, checksum, "metaindex"))
+        handles = {key: _handle(value, 0)[0] for key, value in meta}
+        partitioned, delta = _index_layout(_properties(view, handles, checksum))
+        top = _uncompressed(view, index, _checked_block(view, index, checksum, "index"))
+        if not partitioned:
+            return [(top, delta)]
+        offsets, sizes = _index_handles(top, delta)
+        return [
+            (_uncompressed(view, part, _checked_block(view, part, checksum, "index")), delta)
+            for part in zip(offsets.tolist(), sizes.tolist(), strict=True)
+        ]
+
+
+def _both_index_reads(path: Path) -> list[bool]:
+    """For each index block of the file: whether the read at the restart points took it, and
+    (asserted) that it found what the entry-by-entry loop finds."""
+    from statectl.formats.rocksdb_sst import (
+        _entries_end,
+        _handles_at_restarts,
+        _handles_entry_by_entry,
+    )
+
+    taken = []
+    for block, delta in _index_blocks(path):
+        end = _entries_end(block)
+        looped = _handles_entry_by_entry(block, end, delta)
+        at_restarts = _handles_at_restarts(block, end, delta)
+        if at_restarts is not None:
+            offsets, sizes = at_restarts
+            assert [n for pair in zip(offsets, sizes, strict=True) for n in pair] == looped
+        taken.append(at_restarts is not None)
+    return taken
+
+
+def test_flink_indexes_are_read_at_their_restart_points() -> None:
+    """Flink's FRocksDB keeps a restart point per index entry: all of its index blocks (ForSt's
+    partitions too) are read at once, and give the handles the loop gives."""
+    for path in FLINK_SSTS:
+        assert all(_both_index_reads(path)), path
+
+
+@pytest.mark.parametrize("restart_interval", [1, 4])
+@pytest.mark.parametrize("partitioned", [False, True])
+def test_an_index_with_fewer_restart_points_is_read_entry_by_entry(
+    restart_interval: int, partitioned: bool, tmp_path: Path
+) -> None:
+    from rocksdict import BlockBasedIndexType, ChecksumType
+
+    index_type = (
+        BlockBasedIndexType.two_level_index_search()
+        if partitioned
+        else BlockBasedIndexType.binary_search()
+    )
+    ssts = _write(
+        tmp_path,
+        80_000 if partitioned else 20_000,
+        checksum_type=ChecksumType.xxh3(),
+        format_version=5,
+        index_block_restart_interval=restart_interval,
+        index_type=index_type,
+    )
+    taken = [each for path in ssts for each in _both_index_reads(path)]
+    assert taken and all(taken) == (restart_interval == 1) and any(taken) == all(taken)
