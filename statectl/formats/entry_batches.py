@@ -129,9 +129,11 @@ class EntryEncoder:
         self.prefix_bytes = key_group_prefix_bytes(max_parallelism)
         self.ambiguous = _variable(codec.key) and _variable(codec.namespace)
 
-    def encode(self, batch: pa.RecordBatch | pa.Table) -> EncodedEntries | None:
+    def encode(
+        self, batch: pa.RecordBatch | pa.Table, key_groups: Int64s | None = None
+    ) -> EncodedEntries | None:
         """Every row's entry, or None when a row is not encoded here (see the module's
-        docstring)."""
+        docstring); `key_groups`: the rows' key groups where they are known."""
         columns: dict[str, pa.Array] = {}
         for field in self.schema:
             if field.name not in batch.column_names:
@@ -142,9 +144,11 @@ class EntryEncoder:
             if isinstance(column, pa.ChunkedArray):
                 column = column.combine_chunks()
             columns[field.name] = column
-        return self._encode(columns)
+        return self._encode(columns, key_groups)
 
-    def _encode(self, columns: dict[str, pa.Array]) -> EncodedEntries | None:
+    def _encode(
+        self, columns: dict[str, pa.Array], known_groups: Int64s | None
+    ) -> EncodedEntries | None:
         key_column = columns["key"]
         if not len(key_column):
             empty = pa.array([], BINARY)
@@ -155,15 +159,18 @@ class EntryEncoder:
         namespaces, ns_bad = self.namespace.write(columns["namespace"])
         if bad.any() or ns_bad.any():
             return None
-        offsets = offsets_of(keys)
-        groups = key_groups(
-            self.key_type,
-            data_of(keys).data,
-            offsets[:-1],
-            offsets[1:],
-            0,
-            self.max_parallelism,
-        )
+        if known_groups is not None:
+            groups = known_groups
+        else:
+            offsets = offsets_of(keys)
+            groups = key_groups(
+                self.key_type,
+                data_of(keys).data,
+                offsets[:-1],
+                offsets[1:],
+                0,
+                self.max_parallelism,
+            )
         prefix = fixed_rows(groups.astype(f">u{self.prefix_bytes}"))
         if self.codec.kind == "TIMERS":
             timestamps = columns["timestamp"]

@@ -17,9 +17,10 @@ import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from statectl.errors import FormatError, StatectlError
+from statectl.formats.arrays import Int64s
 from statectl.formats.java_types import KeyType, key_type_for_snapshot
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_values import StateCodec
@@ -119,14 +120,25 @@ class KeyedTarget:
         file, key_groups = source
         return tables.split_batches(file, self.state, self.codec, key_groups)
 
-    def chunks(self, results: Iterable[pa.Table], seq_base: int = 0) -> Iterator[Chunk]:
+    def grouped_batches(
+        self, source: tuple[KeyedSource, tuple[int, int] | None]
+    ) -> Iterator[tuple[pa.RecordBatch, Int64s | None]]:
+        """`batches`, each with the key group of each of its rows where the read knows them."""
+        file, key_groups = source
+        return tables.grouped_split_batches(file, self.state, self.codec, key_groups)
+
+    def chunks(
+        self, results: Iterable[pa.Table | KnownGroups], seq_base: int = 0
+    ) -> Iterator[Chunk]:
         """New rows (tables in the state's columns, or Spark's forms of them) as chunks of
-        entries, one per table and key group, then the notes of nulls not checked."""
+        entries, one per table and key group, then the notes of nulls not checked. A table
+        whose rows' key groups are known (`KnownGroups`) is not hashed again."""
         encoder = self.encoder()
         first_row = 0
-        for number, table in enumerate(results):
+        for number, result in enumerate(results):
+            table, groups = result if isinstance(result, KnownGroups) else (result, None)
             try:
-                encoded = encoder.batch(conform(table, self.codec), first_row)
+                encoded = encoder.batch(conform(table, self.codec), first_row, groups)
             except FormatError as exc:
                 raise StatectlError(f"state {self.state!r}: {exc.message}", self.label) from None
             first_row += table.num_rows
@@ -147,6 +159,13 @@ class KeyedTarget:
 
 
 Chunk = tuple[int, int, bytes]  # key group, number within its source, packed entries
+
+
+class KnownGroups(NamedTuple):
+    """New rows whose keys are those of rows read, row for row: their key groups, known."""
+
+    table: pa.Table
+    key_groups: Int64s
 
 
 def keyed_target(
@@ -342,8 +361,44 @@ def _function_chunks(
     function: BatchFunction,
     source: tuple[KeyedSource, tuple[int, int] | None],
 ) -> Iterator[Chunk]:
-    results = (call_function(function, batch) for batch in target.batches(source))
+    results = (
+        _with_groups(batch, call_function(function, batch), groups)
+        for batch, groups in target.grouped_batches(source)
+    )
     return target.chunks(result for result in results if result is not None)
+
+
+def _with_groups(
+    batch: pa.RecordBatch, result: pa.Table | None, groups: Int64s | None
+) -> pa.Table | KnownGroups | None:
+    """The function's result, with its rows' key groups where its key column is the batch's."""
+    if result is None or groups is None or not same_keys(batch, result):
+        return result
+    return KnownGroups(result, groups)
+
+
+def same_keys(batch: pa.RecordBatch, result: pa.Table) -> bool:
+    """Whether the result's key column is the batch's, row for row: the same Arrow buffers at
+    the same offset, as a function that edits only values passes it through. Nested keys
+    (a Tuple's, a Row's) are not compared: their children have offsets of their own."""
+    import pyarrow as pa
+
+    if result.num_rows != batch.num_rows or "key" not in result.column_names:
+        return False
+    chunks = result.column("key").chunks
+    before = batch.column("key")
+    if len(chunks) != 1 or pa.types.is_nested(before.type):
+        return False
+    after = chunks[0]
+    return (
+        after.type == before.type
+        and after.offset == before.offset
+        and _addresses(after) == _addresses(before)
+    )
+
+
+def _addresses(array: pa.Array) -> list[tuple[int, int] | None]:
+    return [None if buffer is None else (buffer.address, buffer.size) for buffer in array.buffers()]
 
 
 def call_function(function: BatchFunction, batch: pa.RecordBatch) -> pa.Table | None:

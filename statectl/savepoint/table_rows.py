@@ -24,6 +24,7 @@ from dataclasses import field as dataclass_field
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError, StatectlError
+from statectl.formats.arrays import Int64s
 from statectl.formats.entry_batches import EncodedEntries, entry_encoder
 from statectl.formats.java_types import KeyType, build_composite_key, split_composite_key
 from statectl.formats.operator_state import build_broadcast_element
@@ -196,11 +197,17 @@ class RowEncoder:
                 keys, values = entries.keys.to_pylist(), entries.values.to_pylist()
                 yield from zip(entries.key_groups.tolist(), keys, values, strict=True)
 
-    def batch(self, table: pa.Table | pa.RecordBatch, first_row: int = 0) -> EncodedBatch:
-        """A batch's entries packed by key group, for the shuffle (`entry_chunks`)."""
+    def batch(
+        self, table: pa.Table | pa.RecordBatch, first_row: int = 0, key_groups: Int64s | None = None
+    ) -> EncodedBatch:
+        """A batch's entries packed by key group, for the shuffle (`entry_chunks`); with
+        `key_groups`, its rows' key groups, known (their keys are not hashed again)."""
         packed: list[EncodedBatch] = []
         for first, part in _slices(table, first_row):
-            entries = self._fast.encode(part) if self._fast is not None else None
+            groups = None
+            if key_groups is not None:
+                groups = key_groups[first - first_row : first - first_row + part.num_rows]
+            entries = self._fast.encode(part, groups) if self._fast is not None else None
             if entries is None:
                 packed.append(self._packed_rows(part, first))
             else:

@@ -512,11 +512,24 @@ def split_batches(
     """The record batches of one state in a key-group range of a subtask's keyed state:
     decoded in batches where the state's parts allow (as export does, a batch of blocks at a
     time), else entry by entry."""
+    for rows, _ in grouped_split_batches(file, state, codec, key_groups):
+        yield rows
+
+
+def grouped_split_batches(
+    file: KeyedSource, state: str, codec: StateCodec, key_groups: tuple[int, int] | None
+) -> Iterator[tuple[pa.RecordBatch, Int64s | None]]:
+    """`split_batches`, each batch with the key group of each of its rows where the batch
+    was decoded at once (None where entry by entry)."""
     if isinstance(file, (entries.KeyedFile, entries.NativeKeyedFile)) and readers_for(codec):
-        for _, table in keyed_state_batches(file, {state: codec}, key_groups):
-            yield from table.to_batches()
+        for _, table, groups in _state_tables(file, {state: codec}, key_groups, {}):
+            start = 0
+            for rows in table.to_batches():
+                yield rows, groups[start : start + rows.num_rows]
+                start += rows.num_rows
     else:
-        yield from keyed_batches(file, state, codec, key_groups)
+        for rows in keyed_batches(file, state, codec, key_groups):
+            yield rows, None
 
 
 def keyed_state_batches(
@@ -529,6 +542,17 @@ def keyed_state_batches(
     instance (a key-group range of it): (state, batch) in file order per state. Entries whose
     parts decode in batches are taken by `decode_fast`; the others one by one, as
     `keyed_batches` does."""
+    for name, table, _ in _state_tables(file, codecs, key_groups, raws):
+        yield name, table
+
+
+def _state_tables(
+    file: entries.KeyedFile | entries.NativeKeyedFile,
+    codecs: dict[str, StateCodec],
+    key_groups: tuple[int, int] | None,
+    raws: dict[str, RawTally] | None,
+) -> Iterator[tuple[str, pa.Table, Int64s]]:
+    """`keyed_state_batches`, each table with the key group of each of its rows."""
     header = file.header()
     prefix = key_group_prefix_bytes(file.max_parallelism)
     ids = {i: s for i, s in enumerate(header.states) if s.name in codecs}
@@ -546,8 +570,9 @@ def keyed_state_batches(
             codec = codecs[meta.name]
             raw = raws.setdefault(meta.name, RawTally())
             state_readers = readers[meta.name]
+            groups = entry_batch.key_groups[rows]
             if state_readers is None:
-                yield meta.name, _slow_table(file, codec, entry_batch, rows, meta, raw)
+                yield meta.name, _slow_table(file, codec, entry_batch, rows, meta, raw), groups
                 continue
             fast = decode_fast(state_readers, entry_batch, rows, prefix)
             table = _fast_table(codec, fast)
@@ -555,7 +580,7 @@ def keyed_state_batches(
             if len(left):
                 slow = _slow_table(file, codec, entry_batch, rows[left], meta, raw)
                 table = patched(table, left, slow)
-            yield meta.name, table
+            yield meta.name, table, groups
 
 
 def _fast_table(codec: StateCodec, fast: FastParts) -> pa.Table:

@@ -4,6 +4,7 @@ the result holds exactly the edit, bad results are refused in one line with noth
 
 from __future__ import annotations
 
+import importlib
 import json
 import sys
 import textwrap
@@ -47,6 +48,13 @@ def module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
 
             def without_k03(batch):
                 return batch.filter(pc.not_equal(batch.column("key"), "k03"))
+
+            def unchanged(batch):
+                return batch
+
+            def keys_rebuilt(batch):  # the same keys in new buffers: hashed again
+                keys = pa.array(batch.column("key").to_pylist(), batch.schema.field("key").type)
+                return batch.set_column(0, "key", keys)
 
             def wrong_type(batch):
                 return batch.set_column(2, "value", batch.column("key"))
@@ -100,6 +108,34 @@ def test_python_function_removes_a_key(
     ]
     assert keys(out, "pojo") == [k for k in keys(Path(SOURCE), "pojo") if k != "k03"]
     assert keys(out, "string") == keys(Path(SOURCE), "string")  # the rest carried over
+
+
+def test_keys_passed_through_keep_their_key_groups_as_keys_hashed_again_do(
+    tmp_path: Path, module: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A function that leaves the key column alone: its rows' key groups are the ones read
+    (not hashed again); the same keys in new buffers are hashed. Both outputs read back the
+    same, row for row in file order (key group by key group), and hold the original rows."""
+    from statectl.operations.transform import same_keys
+
+    outputs = {}
+    for function in ("unchanged", "keys_rebuilt"):
+        out = tmp_path / function
+        code, _, err = run(
+            ["transform", SOURCE, "-o", str(out), "--operator", "values", "--state", "string",
+             "--python", f"{module}:{function}"], capsys,
+        )  # fmt: skip
+        assert code == 0, err
+        outputs[function] = statectl.open(str(out)).operator("values").state("string").to_arrow()
+    original = statectl.open(SOURCE).operator("values").state("string").to_arrow()
+    assert outputs["unchanged"].equals(outputs["keys_rebuilt"])
+    assert outputs["unchanged"].sort_by("key").equals(original.sort_by("key"))
+
+    batch = original.to_batches()[0]
+    edits = importlib.import_module(module)
+    assert same_keys(batch, pa.Table.from_batches([edits.unchanged(batch)]))
+    assert not same_keys(batch, pa.Table.from_batches([edits.keys_rebuilt(batch)]))
+    assert not same_keys(batch, pa.Table.from_batches([batch.slice(1)]))
 
 
 def test_a_mistyped_column_is_refused_and_nothing_written(
