@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from statectl.errors import FormatError
-from statectl.formats import rocksdb_manifest, rocksdb_sst
+from statectl.formats import rocksdb_manifest
 from statectl.formats.rocksdb_manifest import Manifest, SstFile, UnknownManifest
 from statectl.savepoint import native
 from statectl.savepoint.native import NativeInstance
@@ -470,6 +470,8 @@ def _verify_blocks(folder: str, instance: NativeInstance, origins: dict[str, str
     files were never read (the clipping compaction verified its inputs'). Each file's block
     checksums are hashed here (`rocksdb_sst`); a file of a layout it does not read is read in
     RocksDB instead, a keys-only scan of its key range."""
+    from statectl.formats import rocksdb_sst  # numpy: a canonical rescale imports none
+
     carried = _carried_files(folder, origins)
     unknown: dict[str, list[SstFile]] = {}
     for family, ssts in carried.items():
