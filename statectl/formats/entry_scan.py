@@ -12,6 +12,8 @@ damaged block) is handed to the exact walk, which also gives the errors.
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import numpy.typing as npt
 
@@ -244,17 +246,56 @@ def _runs(
     return list(zip(ids, counts, strict=True))
 
 
-def run_spans(
-    block: Buffer, key_group: int, prefix_bytes: int, num_states: int | None
-) -> list[tuple[int, int, int]]:
-    """(state id, start, end) of each state's run in an uncompressed block: bytes [start, end)
-    are the run's entries, flags included, without its u16 state id (a run copied whole into
-    another block keeps its entries and their last-of-run flag)."""
+RunSpans = tuple[tuple[int, int, int], ...]
+"""(state id, start, end) of each state's run in an uncompressed block: bytes [start, end) are
+the run's entries, flags included, without its u16 state id (a run copied whole into another
+block keeps its entries and their last-of-run flag)."""
+
+
+def run_spans(block: Buffer, key_group: int, prefix_bytes: int, num_states: int | None) -> RunSpans:
+    """The runs of an uncompressed block."""
     key_starts, _, value_ends, runs = locate(block, key_group, prefix_bytes, num_states)
+    return spans_of(key_starts, value_ends, runs)
+
+
+def spans_of(
+    key_starts: Int64s, value_ends: Int64s, runs: list[tuple[int, int]], base: int = 0
+) -> RunSpans:
+    """The runs of a block from its entries' positions (`locate`'s, located at `base`)."""
     spans = []
     first = 0
     for state_id, count in runs:
         last = first + count - 1
-        spans.append((state_id, int(key_starts[first]) - 4, int(value_ends[last])))
+        spans.append((state_id, int(key_starts[first]) - 4 - base, int(value_ends[last]) - base))
         first = last + 1
-    return spans
+    return tuple(spans)
+
+
+def spans_tile(block: Buffer, spans: RunSpans) -> bool:
+    """Whether `spans` are the runs of `block`: each after the u16 of its state id, one after
+    another, the last followed by the end mark. Spans found in another read of the same bytes
+    pass; spans of other bytes all but never do."""
+    view = memoryview(block)
+    at = 0
+    for state_id, start, end in spans:
+        if start != at + 2 or end <= start or int.from_bytes(view[at:start], "big") != state_id:
+            return False
+        at = end
+    return bool(spans) and view[at:].tobytes() == END_OF_KEY_GROUP_MARK.to_bytes(2, "big")
+
+
+_SPANS_HEAD = struct.Struct(">qH")  # the block's length, its runs
+_SPAN = struct.Struct(">Hqq")
+
+
+def pack_spans(block_length: int, spans: RunSpans) -> bytes:
+    """A block's length and runs as bytes (`unpack_spans` reads them)."""
+    return _SPANS_HEAD.pack(block_length, len(spans)) + b"".join(
+        _SPAN.pack(*span) for span in spans
+    )
+
+
+def unpack_spans(data: bytes) -> tuple[int, RunSpans]:
+    length, count = _SPANS_HEAD.unpack_from(data)
+    spans = (_SPAN.unpack_from(data, _SPANS_HEAD.size + n * _SPAN.size) for n in range(count))
+    return length, tuple(spans)

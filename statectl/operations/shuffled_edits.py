@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import NOTES_KEY_GROUP, Engine
+from statectl.formats.entry_scan import RunSpans, unpack_spans
 from statectl.formats.handles import KeyedHandle
 from statectl.operations.state_edits import RowFeed
 from statectl.savepoint.entries import KeyedSource
@@ -29,6 +30,7 @@ from statectl.savepoint.keyed_rewrite import SubtaskRewrite, key_groups_of, with
 from statectl.savepoint.storage import locate
 
 NOTES = NOTES_KEY_GROUP  # a chunk's key group when it carries a source's notes (JSON)
+SPANS = -1  # a chunk's number when it holds the runs of its key group's block, not entries
 Key = tuple[int, int, int, int]  # subtask (the partition), key group, source, chunk number
 
 
@@ -90,8 +92,9 @@ def write_fed(
             unchecked.update({(p, n): c for p, n, c in json.loads(head[1])})
             head = next(stream, None)
         rest = itertools.chain(() if head is None else (head,), stream)
-        rows = ShuffledRows(((key[1], chunk) for key, chunk in rest), describe_key)
-        rewrite = with_rows(rewrites[partition], {state: rows})
+        spans: dict[int, tuple[int, RunSpans]] = {}
+        rows = ShuffledRows(_entry_chunks(rest, spans), describe_key)
+        rewrite = with_rows(rewrites[partition], {state: rows}, spans)
         output = locate(output_url, storage_options)
         handle = write_subtask(rewrite, output, names[partition], checkpoint_id)
         rows.finish()
@@ -126,6 +129,18 @@ def write_fed(
     return engine.sort_partitions(
         sources, records, len(rewrites), write, work=work, gil_bound=lambda _: True
     )
+
+
+def _entry_chunks(
+    records: Iterable[tuple[Any, bytes]], spans: dict[int, tuple[int, RunSpans]]
+) -> Iterator[tuple[int, bytes]]:
+    """The (key group, chunk) of entries among `records`; the runs of blocks they hold go
+    into `spans` as the stream passes them (a key group's before its rows are taken)."""
+    for key, chunk in records:
+        if key[-1] == SPANS:  # (subtask, key group, source, number): the number
+            spans[key[1]] = unpack_spans(chunk)
+        else:
+            yield key[1], chunk
 
 
 def _write_runs(

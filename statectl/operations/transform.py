@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.arrays import Int64s
+from statectl.formats.entry_scan import RunSpans, pack_spans
 from statectl.formats.java_types import KeyType, key_type_for_snapshot
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_values import StateCodec
-from statectl.operations.shuffled_edits import NOTES, notes_chunk, owners_of_files
+from statectl.operations.shuffled_edits import NOTES, SPANS, notes_chunk, owners_of_files
 from statectl.operations.state_edits import REPLACE, RowFeed, StateEdit
 from statectl.savepoint import entries, tables
 from statectl.savepoint.entries import KeyedSource
@@ -121,11 +122,14 @@ class KeyedTarget:
         return tables.split_batches(file, self.state, self.codec, key_groups)
 
     def grouped_batches(
-        self, source: tuple[KeyedSource, tuple[int, int] | None]
+        self,
+        source: tuple[KeyedSource, tuple[int, int] | None],
+        spans: dict[int, tuple[int, RunSpans]] | None = None,
     ) -> Iterator[tuple[pa.RecordBatch, Int64s | None]]:
-        """`batches`, each with the key group of each of its rows where the read knows them."""
+        """`batches`, each with the key group of each of its rows where the read knows them;
+        `spans` receives the runs of each block read (`tables.grouped_split_batches`)."""
         file, key_groups = source
-        return tables.grouped_split_batches(file, self.state, self.codec, key_groups)
+        return tables.grouped_split_batches(file, self.state, self.codec, key_groups, spans)
 
     def chunks(
         self, results: Iterable[pa.Table | KnownGroups], seq_base: int = 0
@@ -361,11 +365,16 @@ def _function_chunks(
     function: BatchFunction,
     source: tuple[KeyedSource, tuple[int, int] | None],
 ) -> Iterator[Chunk]:
+    spans: dict[int, tuple[int, RunSpans]] = {}
     results = (
         _with_groups(batch, call_function(function, batch), groups)
-        for batch, groups in target.grouped_batches(source)
+        for batch, groups in target.grouped_batches(source, spans)
     )
-    return target.chunks(result for result in results if result is not None)
+    yield from target.chunks(result for result in results if result is not None)
+    # The runs of the blocks read: the task writing each block's subtask carries the other
+    # states' runs by them, rather than find the entries of the block again.
+    for key_group, (length, runs) in spans.items():
+        yield key_group, SPANS, pack_spans(length, runs)
 
 
 def _with_groups(

@@ -86,18 +86,27 @@ class SubtaskRewrite:
     header: KeyedStateHeader  # the new header (compression off)
     new_ids: Mapping[str, int]  # input state name → id in the new header (dropped: absent)
     changes: Mapping[str, StateChange] = field(default_factory=dict)
+    # key group → its source block's length and runs, found by the tasks that read the block
+    # (filled as the fed rows arrive, a key group's before its rows are taken)
+    spans: Mapping[int, tuple[int, entry_scan.RunSpans]] = field(default_factory=dict)
 
     @property
     def header_bytes(self) -> bytes:
         return write_keyed_header(self.header)
 
 
-def with_rows(rewrite: SubtaskRewrite, rows: Mapping[str, ReplacedRows]) -> SubtaskRewrite:
-    """The rewrite with the replaced rows of fed states (by name) given."""
+def with_rows(
+    rewrite: SubtaskRewrite,
+    rows: Mapping[str, ReplacedRows],
+    spans: Mapping[int, tuple[int, entry_scan.RunSpans]] | None = None,
+) -> SubtaskRewrite:
+    """The rewrite with the replaced rows of fed states (by name) given, and the runs of the
+    source's blocks where the tasks that read them found them."""
     changes = dict(rewrite.changes)
     for name, state_rows in rows.items():
         changes[name] = dataclasses.replace(changes[name], rows=state_rows, fed=False)
-    return dataclasses.replace(rewrite, changes=changes)
+    found = spans if spans is not None else {}  # the caller's: it fills as the rows arrive
+    return dataclasses.replace(rewrite, changes=changes, spans=found)
 
 
 def plan_subtask(source: KeyedSource, changes: Mapping[str, StateChange]) -> SubtaskRewrite:
@@ -197,14 +206,15 @@ def _copied_blocks(
     pending = next(blocks, None)  # (span, its bytes): the next block of the file
     for key_group in range(first, last + 1):
         runs: dict[int, tuple[Buffer, ...]] = {}  # new state id → its run's parts
-        if pending is not None and pending[0].key_group == key_group:
-            data = keyed_blocks.raw_block(pending[1], header.compressed)
-            _copy_runs(rewrite, names, data, key_group, prefix, runs)
-            pending = next(blocks, None)
+        # The new rows first: the runs the readers found for this block arrive with them.
         for name, change in rewrite.changes.items():
             rows = change.rows.get(key_group) if change.rows is not None else None
             if rows and name in rewrite.new_ids:
                 runs[rewrite.new_ids[name]] = (_run_bytes(rewrite.new_ids[name], rows),)
+        if pending is not None and pending[0].key_group == key_group:
+            data = keyed_blocks.raw_block(pending[1], header.compressed)
+            _copy_runs(rewrite, names, data, key_group, prefix, runs)
+            pending = next(blocks, None)
         if runs:
             yield key_group, [part for i in sorted(runs) for part in runs[i]] + [_END]
     if pending is not None:
@@ -229,7 +239,10 @@ def _copy_runs(
     prefix: int,
     runs: dict[int, tuple[Buffer, ...]],
 ) -> None:
-    """The carried runs of one block, by new state id: each its id and its entries."""
+    """The carried runs of one block, by new state id: each its id and its entries. A block
+    whose runs only move is not scanned when the task that read it sent its runs."""
+    if _copy_by_spans(rewrite, names, data, key_group, runs):
+        return
     key_starts, key_ends, value_ends, located = entry_scan.locate(
         data, key_group, prefix, len(names)
     )
@@ -255,6 +268,32 @@ def _copy_runs(
             value = change.value
             changed = [(e.key, value(e.value)) for e in entries]
             runs[new_id] = (keyed_blocks.run_bytes(new_id, changed),)
+
+
+def _copy_by_spans(
+    rewrite: SubtaskRewrite,
+    names: list[str],
+    data: memoryview,
+    key_group: int,
+    runs: dict[int, tuple[Buffer, ...]],
+) -> bool:
+    """`_copy_runs` by the runs a reader found in this block, when it sent them, they are this
+    block's, and every state in it is carried whole, dropped or replaced (no value of it
+    changes here); False (nothing done) otherwise."""
+    found = rewrite.spans.get(key_group)
+    if found is None or found[0] != len(data) or not entry_scan.spans_tile(data, found[1]):
+        return False
+    spans = found[1]
+    if any(state_id >= len(names) for state_id, _, _ in spans):
+        return False
+    changes = [rewrite.changes.get(names[state_id], StateChange()) for state_id, _, _ in spans]
+    if any(c.value is not None and not (c.drop or c.replaces) for c in changes):
+        return False
+    for (state_id, start, end), change in zip(spans, changes, strict=True):
+        if not (change.drop or change.replaces):
+            new_id = rewrite.new_ids[names[state_id]]
+            runs[new_id] = (_STATE_ID.pack(new_id), data[start:end])
+    return True
 
 
 def _changed_run(

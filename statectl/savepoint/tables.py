@@ -234,6 +234,8 @@ class EntryBatch:
     key_ends: Int64s
     value_ends: Int64s
     state_ids: Int64s
+    # key group → its block's length and runs, where the entries were located in blocks
+    spans: dict[int, tuple[int, entry_scan.RunSpans]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.key_starts)
@@ -299,6 +301,7 @@ def _locate(
 ) -> EntryBatch:
     buffer = batch.Buffer(*(raw for _, raw in blocks))
     parts: list[tuple[Int64s, ...]] = []
+    spans = {}
     base = 0
     for key_group, raw in blocks:
         block = buffer.data[base : base + len(raw)].data  # a view: located in place
@@ -311,9 +314,12 @@ def _locate(
         ids = np.repeat([s for s, _ in runs], [n for _, n in runs]).astype(np.int64)
         groups = np.full(len(starts), key_group, np.int64)
         parts.append((groups, starts, key_ends, value_ends, ids))
+        spans[key_group] = (len(raw), entry_scan.spans_of(starts, value_ends, runs, base))
         base += len(raw)
-    columns = [np.concatenate(c) if c else np.zeros(0, np.int64) for c in zip(*parts, strict=True)]
-    return EntryBatch(buffer, *columns)
+    groups, starts, key_ends, value_ends, ids = (
+        np.concatenate(c) if c else np.zeros(0, np.int64) for c in zip(*parts, strict=True)
+    )
+    return EntryBatch(buffer, groups, starts, key_ends, value_ends, ids, spans)
 
 
 @dataclass
@@ -517,12 +523,17 @@ def split_batches(
 
 
 def grouped_split_batches(
-    file: KeyedSource, state: str, codec: StateCodec, key_groups: tuple[int, int] | None
+    file: KeyedSource,
+    state: str,
+    codec: StateCodec,
+    key_groups: tuple[int, int] | None,
+    spans: dict[int, tuple[int, entry_scan.RunSpans]] | None = None,
 ) -> Iterator[tuple[pa.RecordBatch, Int64s | None]]:
     """`split_batches`, each batch with the key group of each of its rows where the batch
-    was decoded at once (None where entry by entry)."""
+    was decoded at once (None where entry by entry); `spans`, if given, receives each
+    canonical block's length and runs as its entries are located."""
     if isinstance(file, (entries.KeyedFile, entries.NativeKeyedFile)) and readers_for(codec):
-        for _, table, groups in _state_tables(file, {state: codec}, key_groups, {}):
+        for _, table, groups in _state_tables(file, {state: codec}, key_groups, {}, spans):
             start = 0
             for rows in table.to_batches():
                 yield rows, groups[start : start + rows.num_rows]
@@ -551,8 +562,10 @@ def _state_tables(
     codecs: dict[str, StateCodec],
     key_groups: tuple[int, int] | None,
     raws: dict[str, RawTally] | None,
+    spans: dict[int, tuple[int, entry_scan.RunSpans]] | None = None,
 ) -> Iterator[tuple[str, pa.Table, Int64s]]:
-    """`keyed_state_batches`, each table with the key group of each of its rows."""
+    """`keyed_state_batches`, each table with the key group of each of its rows (and each
+    block's runs put in `spans`)."""
     header = file.header()
     prefix = key_group_prefix_bytes(file.max_parallelism)
     ids = {i: s for i, s in enumerate(header.states) if s.name in codecs}
@@ -563,6 +576,8 @@ def _state_tables(
     else:
         found = entry_batches(file, key_groups, header)
     for entry_batch in found:
+        if spans is not None:
+            spans.update(entry_batch.spans)
         for state_id, meta in ids.items():
             rows = np.flatnonzero(entry_batch.state_ids == state_id)
             if not len(rows):
