@@ -284,6 +284,9 @@ def spans_tile(block: Buffer, spans: RunSpans) -> bool:
     return bool(spans) and view[at:].tobytes() == END_OF_KEY_GROUP_MARK.to_bytes(2, "big")
 
 
+BlockRuns = tuple[int, RunSpans]
+"""A block's length and its runs: what a task that read the block sends its writer."""
+
 _SPANS_HEAD = struct.Struct(">qH")  # the block's length, its runs
 _SPAN = struct.Struct(">Hqq")
 
@@ -295,7 +298,7 @@ def pack_spans(block_length: int, spans: RunSpans) -> bytes:
     )
 
 
-def unpack_spans(data: bytes) -> tuple[int, RunSpans]:
+def unpack_spans(data: bytes) -> BlockRuns:
     length, count = _SPANS_HEAD.unpack_from(data)
     spans = (_SPAN.unpack_from(data, _SPANS_HEAD.size + n * _SPAN.size) for n in range(count))
     return length, tuple(spans)

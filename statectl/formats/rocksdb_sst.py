@@ -28,6 +28,7 @@ import numpy as np
 import numpy.typing as npt
 import xxhash
 
+from statectl.formats.arrays import Int64s
 from statectl.formats.rocksdb_manifest import read_varint64
 
 _BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
@@ -44,8 +45,6 @@ _DELTA_ENCODED = b"rocksdb.index.value.is.delta.encoded"
 _FIXED32 = struct.Struct("<I")
 _LOW32 = np.uint64(0xFFFFFFFF)
 _MASK_DELTA = np.uint64(0xA282EAD8)  # crc32c::Mask (util/crc32c.h): rotate right 15, add this
-
-Int64s = npt.NDArray[np.int64]
 
 
 class UnknownSst(Exception):

@@ -21,7 +21,7 @@ from typing import Any, BinaryIO
 
 from statectl.errors import StatectlError
 from statectl.execution.engine import NOTES_KEY_GROUP, Engine
-from statectl.formats.entry_scan import RunSpans, unpack_spans
+from statectl.formats.entry_scan import BlockRuns, unpack_spans
 from statectl.formats.handles import KeyedHandle
 from statectl.operations.state_edits import RowFeed
 from statectl.savepoint.entries import KeyedSource
@@ -92,7 +92,7 @@ def write_fed(
             unchecked.update({(p, n): c for p, n, c in json.loads(head[1])})
             head = next(stream, None)
         rest = itertools.chain(() if head is None else (head,), stream)
-        spans: dict[int, tuple[int, RunSpans]] = {}
+        spans: dict[int, BlockRuns] = {}
         rows = ShuffledRows(_entry_chunks(rest, spans), describe_key)
         rewrite = with_rows(rewrites[partition], {state: rows}, spans)
         output = locate(output_url, storage_options)
@@ -132,7 +132,7 @@ def write_fed(
 
 
 def _entry_chunks(
-    records: Iterable[tuple[Any, bytes]], spans: dict[int, tuple[int, RunSpans]]
+    records: Iterable[tuple[Any, bytes]], spans: dict[int, BlockRuns]
 ) -> Iterator[tuple[int, bytes]]:
     """The (key group, chunk) of entries among `records`; the runs of blocks they hold go
     into `spans` as the stream passes them (a key group's before its rows are taken)."""

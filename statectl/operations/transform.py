@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from statectl.errors import FormatError, StatectlError
 from statectl.formats.arrays import Int64s
-from statectl.formats.entry_scan import RunSpans, pack_spans
+from statectl.formats.entry_scan import BlockRuns, pack_spans
 from statectl.formats.java_types import KeyType, key_type_for_snapshot
 from statectl.formats.metadata import OperatorState
 from statectl.formats.state_values import StateCodec
@@ -124,7 +124,7 @@ class KeyedTarget:
     def grouped_batches(
         self,
         source: tuple[KeyedSource, tuple[int, int] | None],
-        spans: dict[int, tuple[int, RunSpans]] | None = None,
+        spans: dict[int, BlockRuns] | None = None,
     ) -> Iterator[tuple[pa.RecordBatch, Int64s | None]]:
         """`batches`, each with the key group of each of its rows where the read knows them;
         `spans` receives the runs of each block read (`tables.grouped_split_batches`)."""
@@ -365,7 +365,7 @@ def _function_chunks(
     function: BatchFunction,
     source: tuple[KeyedSource, tuple[int, int] | None],
 ) -> Iterator[Chunk]:
-    spans: dict[int, tuple[int, RunSpans]] = {}
+    spans: dict[int, BlockRuns] = {}
     results = (
         _with_groups(batch, call_function(function, batch), groups)
         for batch, groups in target.grouped_batches(source, spans)

@@ -88,7 +88,7 @@ class SubtaskRewrite:
     changes: Mapping[str, StateChange] = field(default_factory=dict)
     # key group → its source block's length and runs, found by the tasks that read the block
     # (filled as the fed rows arrive, a key group's before its rows are taken)
-    spans: Mapping[int, tuple[int, entry_scan.RunSpans]] = field(default_factory=dict)
+    spans: Mapping[int, entry_scan.BlockRuns] = field(default_factory=dict)
 
     @property
     def header_bytes(self) -> bytes:
@@ -98,7 +98,7 @@ class SubtaskRewrite:
 def with_rows(
     rewrite: SubtaskRewrite,
     rows: Mapping[str, ReplacedRows],
-    spans: Mapping[int, tuple[int, entry_scan.RunSpans]] | None = None,
+    spans: Mapping[int, entry_scan.BlockRuns] | None = None,
 ) -> SubtaskRewrite:
     """The rewrite with the replaced rows of fed states (by name) given, and the runs of the
     source's blocks where the tasks that read them found them."""

@@ -235,7 +235,7 @@ class EntryBatch:
     value_ends: Int64s
     state_ids: Int64s
     # key group → its block's length and runs, where the entries were located in blocks
-    spans: dict[int, tuple[int, entry_scan.RunSpans]] = field(default_factory=dict)
+    spans: dict[int, entry_scan.BlockRuns] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.key_starts)
@@ -317,7 +317,7 @@ def _locate(
         spans[key_group] = (len(raw), entry_scan.spans_of(starts, value_ends, runs, base))
         base += len(raw)
     groups, starts, key_ends, value_ends, ids = (
-        np.concatenate(c) if c else np.zeros(0, np.int64) for c in zip(*parts, strict=True)
+        np.concatenate(c) for c in zip(*parts, strict=True)
     )
     return EntryBatch(buffer, groups, starts, key_ends, value_ends, ids, spans)
 
@@ -527,7 +527,7 @@ def grouped_split_batches(
     state: str,
     codec: StateCodec,
     key_groups: tuple[int, int] | None,
-    spans: dict[int, tuple[int, entry_scan.RunSpans]] | None = None,
+    spans: dict[int, entry_scan.BlockRuns] | None = None,
 ) -> Iterator[tuple[pa.RecordBatch, Int64s | None]]:
     """`split_batches`, each batch with the key group of each of its rows where the batch
     was decoded at once (None where entry by entry); `spans`, if given, receives each
@@ -562,7 +562,7 @@ def _state_tables(
     codecs: dict[str, StateCodec],
     key_groups: tuple[int, int] | None,
     raws: dict[str, RawTally] | None,
-    spans: dict[int, tuple[int, entry_scan.RunSpans]] | None = None,
+    spans: dict[int, entry_scan.BlockRuns] | None = None,
 ) -> Iterator[tuple[str, pa.Table, Int64s]]:
     """`keyed_state_batches`, each table with the key group of each of its rows (and each
     block's runs put in `spans`)."""
