@@ -51,6 +51,16 @@ def worker_pool() -> ProcessPoolExecutor:
         return _pool
 
 
+def start_fork_server() -> None:
+    """Start the fork server now, without waiting for it: it imports the tasks' modules (a
+    third of a second) while the driver reads and plans, rather than once the first task is
+    submitted. Where there is no fork server, nothing (spawned workers start on first use)."""
+    if _start_context().get_start_method() == "forkserver":
+        from multiprocessing import forkserver
+
+        forkserver.ensure_running()
+
+
 def _start_context() -> multiprocessing.context.BaseContext:
     """A fork server where the platform has one (workers forked from a clean process that has
     imported this module once), else spawn."""
