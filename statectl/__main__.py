@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 _ROCKSDB_REWRITES = {"rescale", "convert"}
 # With these the tasks run on Spark (or none run): no worker process would be forked.
-_NO_WORKERS = {"--master", "--no-head-start", "--dry-run", "--help", "-h"}
+_NO_WORKERS = {"--no-head-start", "--dry-run", "--help", "-h"}
 _SNIFFED_BYTES = 16 << 20  # of `_metadata`: its RocksDB handles name their MANIFEST early
 
 
@@ -46,6 +46,8 @@ def _rewrites_rocksdb(args: Sequence[str]) -> bool:
         return False
     if any(arg.split("=")[0] in _NO_WORKERS for arg in args):
         return False
+    if not (_option_value(args, "--master") or "local").startswith("local"):
+        return False  # a cluster's executors take every task
     if args[0] == "convert" and _option_value(args, "--format") == "native":
         return True  # the instances are written by worker processes
     return any(_names_rocksdb_files(arg) for arg in args[1:] if not arg.startswith("-"))

@@ -30,6 +30,7 @@ def test_rewrites_of_rocksdb_instances_start_the_workers_early(native: str, cano
     assert _rewrites_rocksdb(["convert", native, "-o", "out", "--format", "canonical"])
     assert _rewrites_rocksdb(["convert", canonical, "-o", "out", "--format", "native"])
     assert _rewrites_rocksdb(["convert", canonical, "-o", "out", "--format=native"])
+    assert _rewrites_rocksdb(["rescale", native, "-o", "out", "-p", "2", "--master", "local[*]"])
 
 
 def test_other_commands_and_canonical_state_do_not(native: str, canonical: str) -> None:
@@ -40,7 +41,8 @@ def test_other_commands_and_canonical_state_do_not(native: str, canonical: str) 
     assert not _rewrites_rocksdb(["rescale", "no/such/savepoint", "-o", "out", "-p", "2"])
     # Tasks on Spark, or none at all: no worker process would be forked.
     assert not _rewrites_rocksdb(["rescale", native, "-o", "out", "-p", "2", "--dry-run"])
-    assert not _rewrites_rocksdb(["rescale", native, "-o", "out", "--master", "local[2]"])
+    assert not _rewrites_rocksdb(["rescale", native, "-o", "out", "--master", "spark://h:7077"])
+    assert not _rewrites_rocksdb(["rescale", native, "-o", "out", "--master=yarn"])
     assert not _rewrites_rocksdb(["rescale", native, "-o", "out", "--no-head-start"])
 
 
