@@ -26,11 +26,15 @@ _SNIFFED_BYTES = 16 << 20  # of `_metadata`: its RocksDB handles name their MANI
 
 def main() -> None:
     """The command: a RocksDB rewrite's fork server started, then the command line run."""
-    if _rewrites_rocksdb(sys.argv[1:]):
-        from statectl.execution import processes
+    try:
+        if _rewrites_rocksdb(sys.argv[1:]):
+            from statectl.execution import processes
 
-        processes.start_fork_server()
-    from statectl.cli.main import main as command_line
+            processes.start_fork_server()
+        from statectl.cli.main import main as command_line
+    except KeyboardInterrupt:  # a Ctrl-C before the command line would report it: one line too
+        sys.stderr.write("statectl: error: interrupted\n")
+        sys.exit(130)  # 128 + SIGINT, as the command line exits
 
     try:
         command_line()

@@ -164,8 +164,8 @@ INTERRUPTED = 130  # 128 + SIGINT, as shells report a program Ctrl-C ended
 
 
 def main(argv: list[str] | None = None) -> None:
-    allocator.keep_freed_buffers()
     try:
+        allocator.keep_freed_buffers()
         with _notes_printed():
             _click_command()(args=argv, prog_name="statectl")
     except StatectlError as exc:

@@ -21,11 +21,13 @@ point with `if __name__ == "__main__":` (`python -m statectl`, the `statectl` co
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import multiprocessing
 import pickle
+import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, TypeVar
@@ -46,7 +48,10 @@ def worker_pool() -> ProcessPoolExecutor:
     global _pool
     with _pool_lock:
         if _pool is None or getattr(_pool, "_broken", False):
-            _pool = ProcessPoolExecutor(usable_cores(), mp_context=_start_context())
+            start_fork_server()
+            _pool = ProcessPoolExecutor(
+                usable_cores(), mp_context=_start_context(), initializer=_take_interrupts
+            )
             atexit.register(_pool.shutdown, wait=True, cancel_futures=True)
         return _pool
 
@@ -54,11 +59,38 @@ def worker_pool() -> ProcessPoolExecutor:
 def start_fork_server() -> None:
     """Start the fork server now, without waiting for it: it imports the tasks' modules (a
     third of a second) while the driver reads and plans, rather than once the first task is
-    submitted. Where there is no fork server, nothing (spawned workers start on first use)."""
-    if _start_context().get_start_method() == "forkserver":
-        from multiprocessing import forkserver
+    submitted. Where there is no fork server, nothing (spawned workers start on first use).
 
+    It starts with Ctrl-C held back (blocked), which it otherwise ignores only once those
+    modules are imported: a Ctrl-C before printed its traceback. A Ctrl-C meanwhile reaches
+    this process once the server is spawned; its workers take theirs back as they start
+    (`_take_interrupts`), so that an interrupted command's tasks end at once."""
+    if _start_context().get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver, resource_tracker
+
+    # The server starts the resource tracker, whose start unblocks SIGINT: started first.
+    resource_tracker.ensure_running()
+    with _interrupts_held():
         forkserver.ensure_running()
+
+
+@contextlib.contextmanager
+def _interrupts_held() -> Iterator[None]:
+    """SIGINT blocked in this thread meanwhile (a process started meanwhile inherits the
+    mask), and delivered after if it came."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def _take_interrupts() -> None:
+    """In a new worker: SIGINT no longer blocked (the fork server's mask), so that Ctrl-C
+    interrupts its task as it does the driver (a worker of a driver that ignores Ctrl-C, as a
+    shell's background job does, ignores it too)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _start_context() -> multiprocessing.context.BaseContext:

@@ -66,6 +66,8 @@ class Location:
 
     def exists(self) -> bool:
         with _one_line_errors(self.url):
+            if self.is_local:  # fsspec's own check swallows every error, a Ctrl-C's too
+                return os.path.exists(self.path)
             found = bool(self.fs.exists(self.path))
         return found
 
