@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 import uuid
 from collections.abc import Callable
@@ -422,7 +423,11 @@ class Reader:
         return self._var(9, 64)
 
     def _var(self, most: int, bits: int) -> int:
-        start, value, shift = self.pos, 0, 0
+        start = self.pos
+        if start < len(self.buf) and not self.buf[start] & 0x80:  # one byte: most of them
+            self.pos = start + 1
+            return self.buf[start]
+        value, shift = 0, 0
         for index in range(most):
             b = self.byte()
             full = index == 8  # a varlong's 9th byte carries 8 bits
@@ -500,13 +505,10 @@ class Reader:
 
     def _ascii(self) -> str:
         start = self.pos
-        end = start
-        while True:
-            if end >= len(self.buf):
-                raise self.fail("ASCII string cut short", start)
-            if self.buf[end] & 0x80:
-                break
-            end += 1
+        last = _HIGH_BIT.search(self.buf, start)  # the last char: bit 8 set
+        if last is None:
+            raise self.fail("ASCII string cut short", start)
+        end = last.start()
         data = bytearray(self.buf[start : end + 1])
         data[-1] &= 0x7F
         self.pos = end + 1
@@ -516,7 +518,7 @@ class Reader:
         if count > len(self.buf) - self.pos:
             raise self.fail(f"string of {count} chars does not fit")
         head = self.buf[self.pos : self.pos + count]
-        if all(b < 0x80 for b in head):
+        if bytes(head).isascii():
             self.pos += count
             return bytes(head).decode("ascii")
         return "".join(chr(self._char()) for _ in range(count))
@@ -637,6 +639,9 @@ class Reader:
             value = _READERS[kind](self, java_class)
         self.depth -= 1
         return KryoObject(java_class, value), self.nodes - before
+
+
+_HIGH_BIT = re.compile(rb"[\x80-\xff]")
 
 
 def _signed(value: int, bits: int) -> int:
@@ -1009,12 +1014,15 @@ class Writer:
 
     def string(self, text: str, ascii_limit: int | None = None) -> None:
         limit = self.dialect.ascii_limit if ascii_limit is None else ascii_limit
-        units = _to_units(text)
-        if 2 <= len(units) <= limit and text.isascii():
+        if text.isascii():  # a char a byte, in either form
             data = bytearray(text.encode("ascii"))
-            data[-1] |= 0x80
+            if 2 <= len(data) <= limit:
+                data[-1] |= 0x80
+            else:
+                self.flag_and_varint(True, len(data) + 1)
             self.out += data
             return
+        units = _to_units(text)
         self.flag_and_varint(True, len(units) + 1)
         for unit in units:
             if unit < 0x80:

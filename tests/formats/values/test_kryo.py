@@ -21,6 +21,7 @@ from statectl.formats.serializer_snapshots import (
     read_versioned_snapshot,
 )
 from statectl.formats.values import Context, Raw, RawCodec, Undecodable, codec_for
+from statectl.formats.values import kryo as kryo_module
 from statectl.formats.values.kryo import KRYO_SNAPSHOT, KryoCodec, KryoObject
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
@@ -351,3 +352,42 @@ def test_kryo_states_of_real_savepoints(fixture: str, tmp_path: Path) -> None:
     assert {k: sorted(v) for k, v in ours.items()} == {
         k: sorted(v) for k, v in truth.items() if k not in custom
     }
+
+
+def _kryo_string(text: str, ascii_limit: int) -> bytes:
+    """`Output.writeString` as Kryo's source has it: ASCII of 2 to `ascii_limit` chars with bit
+    8 on the last byte, else a flagged varint of chars + 1 and each UTF-16 unit in 1-3 bytes."""
+    units = text.encode("utf-16-le", "surrogatepass")
+    chars = [units[i] | units[i + 1] << 8 for i in range(0, len(units), 2)]
+    if text.isascii() and 2 <= len(chars) <= ascii_limit:
+        return text[:-1].encode() + bytes([ord(text[-1]) | 0x80])
+    length, out = len(chars) + 1, bytearray()
+    out.append(0x80 | length & 0x3F | (0x40 if length >> 6 else 0))
+    rest = length >> 6
+    while rest:
+        out.append(rest & 0x7F | (0x80 if rest >> 7 else 0))
+        rest >>= 7
+    for c in chars:
+        if c < 0x80:
+            out.append(c)
+        elif c < 0x800:
+            out += bytes((0xC0 | c >> 6, 0x80 | c & 0x3F))
+        else:
+            out += bytes((0xE0 | c >> 12, 0x80 | c >> 6 & 0x3F, 0x80 | c & 0x3F))
+    return bytes(out)
+
+
+@pytest.mark.parametrize("dialect", [kryo_module.KRYO2, kryo_module.KRYO5])
+def test_strings_take_the_form_kryo_writes_them_in_and_read_back(
+    dialect: kryo_module.Dialect,
+) -> None:
+    limit = dialect.ascii_limit
+    texts = ["", "a", "ab", "x" * limit, "x" * (limit + 1), "y" * 200, "é", "aé", "日本", "a😀"]
+    registry = kryo_module.build_registry((), dialect)
+    for text in texts:
+        writer = kryo_module.Writer(bytearray(), dialect, registry)
+        writer.string(text)
+        assert bytes(writer.out) == _kryo_string(text, limit), text
+        reader = kryo_module.Reader(memoryview(bytes(writer.out)), 0, dialect, registry)
+        assert reader.string() == text
+        assert reader.pos == len(writer.out)
