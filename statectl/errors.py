@@ -44,6 +44,10 @@ class SavepointError(StatectlError):
     """A savepoint directory that is incomplete: missing `_metadata`, missing state files."""
 
 
+class NotConvertible(StatectlError):
+    """A value `upgrade` could not convert while writing, where no trial had read it first."""
+
+
 class SparkError(StatectlError):
     """Spark failed: its JVM did not start or died, or a job failed. Not the input's fault, but
     told as one line too, with what to change (`--conf spark.driver.memory=...`)."""

@@ -646,7 +646,7 @@ def upgrade(
     StatectlError naming it, and nothing is written, unless `drop_unconvertible` drops exactly
     those. Values are read, checked and converted subtask file by subtask file, as
     `write_migration` runs its tasks (`master`, `spark_conf`, `head_start`)."""
-    from statectl.operations.upgrade import plan_upgrade, write_upgrade
+    from statectl.operations.upgrade import upgrade as upgrade_savepoint
     from statectl.savepoint.classpath import ClassPath
 
     sp = _opened(source, storage_options)
@@ -654,13 +654,10 @@ def upgrade(
     storage_options = _options(sp, destination, storage_options)
     engine = _write_engine(sp.parsed, destination, storage_options, master, spark_conf, head_start)
     with ClassPath(classpath) as classes:
-        plan = plan_upgrade(
-            sp.parsed, to, drop_unconvertible=drop_unconvertible, classpath=classes,
+        return upgrade_savepoint(
+            sp.parsed, destination, to, drop_unconvertible=drop_unconvertible,
+            classpath=classes, overwrite=overwrite, storage_options=storage_options,
             engine=engine, progress=progress,
-        )  # fmt: skip
-        return write_upgrade(
-            plan, destination, overwrite=overwrite, storage_options=storage_options,
-            progress=progress, engine=engine,
         )  # fmt: skip
 
 

@@ -25,11 +25,12 @@ Only state headers are read, and the values of the Kryo states whose type does n
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from statectl.errors import StatectlError
+from statectl.errors import NotConvertible, StatectlError
 from statectl.execution.engine import Engine, LocalEngine
 from statectl.formats import operator_state, source_state
 from statectl.formats.class_files import ClassFinder
@@ -290,6 +291,45 @@ class _Conversion:
     value: Callable[[bytes], bytes]
 
 
+def upgrade(
+    sp: Savepoint,
+    destination: str,
+    target: str = "2.3",
+    *,
+    drop_unconvertible: bool = False,
+    classpath: ClassFinder | None = None,
+    overwrite: bool = False,
+    storage_options: dict[str, Any] | None = None,
+    engine: Engine | None = None,
+    progress: ProgressCallback | None = None,
+) -> UpgradeReport:
+    """`plan_upgrade` then `write_upgrade`, converting each value once: the write goes first,
+    untried. A value it cannot convert discards it (nothing is published), and the upgrade
+    is planned again with a trial of every value, which finds the states that cannot be
+    converted (dropped, or refused with their reason), then written."""
+    write = functools.partial(
+        write_upgrade,
+        destination=destination,
+        overwrite=overwrite,
+        storage_options=storage_options,
+        progress=progress,
+        engine=engine,
+    )
+    plan = functools.partial(
+        plan_upgrade,
+        sp,
+        target,
+        drop_unconvertible=drop_unconvertible,
+        classpath=classpath,
+        engine=engine,
+        progress=progress,
+    )
+    try:
+        return write(plan(trial=False))
+    except NotConvertible:
+        return write(plan(trial=True))
+
+
 def plan_upgrade(
     sp: Savepoint,
     target: str = "2.3",
@@ -298,16 +338,19 @@ def plan_upgrade(
     classpath: ClassFinder | None = None,
     engine: Engine | None = None,
     progress: ProgressCallback | None = None,
+    trial: bool = True,
 ) -> UpgradePlan:
     """Every state the check flags converted (Kryo 2 values written as Kryo 5, POJO List,
     Map and Set fields as 2.x's collection serializers write them, their snapshots as 2.x
     writes them), or, with `drop_unconvertible`, dropped; otherwise one that cannot be
     converted is a StatectlError naming it and why, and nothing is written. The values are
-    read by `engine`'s tasks (this process if none), a task per subtask file."""
+    read by `engine`'s tasks (this process if none), a task per subtask file. Without `trial`
+    they are not converted first: the plan's conversions raise `NotConvertible` where a value
+    fails (the writer discards its output)."""
     check = check_upgrade(sp, target, classpath)
     failing = [v for v in check.states if v.verdict in FAILING]
     reader = _ValueReader(sp, engine or LocalEngine(), progress)
-    conversions, failures = _conversions(sp, failing, classpath, reader)
+    conversions, failures = _conversions(sp, failing, classpath, reader, trial)
     keyed: dict[bytes, dict[str, StateChange]] = {}
     operator: dict[bytes, dict[str, OperatorStateChange]] = {}
     converted, dropped = [], []
@@ -411,12 +454,16 @@ class _Codecs:
 
 
 def _conversions(
-    sp: Savepoint, verdicts: list[StateVerdict], classpath: ClassFinder | None, reader: _ValueReader
+    sp: Savepoint,
+    verdicts: list[StateVerdict],
+    classpath: ClassFinder | None,
+    reader: _ValueReader,
+    trial: bool,
 ) -> tuple[dict[StateVerdict, _Conversion], dict[StateVerdict, str]]:
-    """Each state's conversion, or why it has none. `reader`'s tasks convert every value as a
-    trial, so that writing cannot fail half-way; the 2.x serializer of a POJO with collection
-    fields needs their element classes, gathered from its values (every one decoded) by the
-    pass before its trial, which the other states' trials share."""
+    """Each state's conversion, or why it has none. With `trial`, `reader`'s tasks convert
+    every value first, so that writing cannot fail half-way; the 2.x serializer of a POJO
+    with collection fields needs their element classes, gathered from its values (every one
+    decoded) by the pass before its trial, which the other states' trials share."""
     failures: dict[StateVerdict, str] = {}
     codecs: dict[StateVerdict, _Codecs] = {}
     for verdict in verdicts:
@@ -424,8 +471,9 @@ def _conversions(
             codecs[verdict] = _first_codecs(sp, verdict, classpath)
         except (StatectlError, Undecodable) as exc:
             failures[verdict] = exc.message
+    first = codecs if trial else {v: c for v, c in codecs.items() if c.new is None}
     trials: dict[StateVerdict, _Codecs] = {}
-    for verdict, found in reader.read(codecs, "reading the values to convert").items():
+    for verdict, found in reader.read(first, "reading the values to convert").items():
         try:
             if isinstance(found, str):
                 raise Undecodable(found)
@@ -435,10 +483,11 @@ def _conversions(
         except (StatectlError, Undecodable) as exc:
             failures[verdict] = exc.message
             del codecs[verdict]
-    for verdict, found in reader.read(trials, "converting every value (a trial)").items():
-        if isinstance(found, str):
-            failures[verdict] = found
-            del codecs[verdict]
+    if trial:
+        for verdict, found in reader.read(trials, "converting every value (a trial)").items():
+            if isinstance(found, str):
+                failures[verdict] = found
+                del codecs[verdict]
     return {v: _Conversion(c.meta, _converter(c)) for v, c in codecs.items()}, failures
 
 
@@ -478,7 +527,10 @@ def _converter(codecs: _Codecs) -> Callable[[bytes], bytes]:
     assert new is not None
 
     def convert(data: bytes) -> bytes:
-        return _converted(old, new, data)
+        try:
+            return _converted(old, new, data)
+        except (StatectlError, Undecodable) as exc:  # where no trial read the value first
+            raise NotConvertible(exc.message) from None
 
     return convert
 
@@ -498,6 +550,8 @@ class _ValueReader:
     ) -> dict[StateVerdict, ElementClasses | str]:
         """Per state, the element classes its values hold (or nothing, when converted), or
         why one of its values cannot be read or converted."""
+        if not codecs:
+            return {}
         states = {v: (c.old, c.new) for v, c in codecs.items()}
         results = run_per_file(self.sp, self.engine, states, _task_values, self.progress, phase)
         return _merged(codecs, results)
