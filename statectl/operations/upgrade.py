@@ -25,7 +25,6 @@ Only state headers are read, and the values of the Kryo states whose type does n
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -307,27 +306,23 @@ def upgrade(
     untried. A value it cannot convert discards it (nothing is published), and the upgrade
     is planned again with a trial of every value, which finds the states that cannot be
     converted (dropped, or refused with their reason), then written."""
-    write = functools.partial(
-        write_upgrade,
-        destination=destination,
-        overwrite=overwrite,
-        storage_options=storage_options,
-        progress=progress,
-        engine=engine,
-    )
-    plan = functools.partial(
-        plan_upgrade,
-        sp,
-        target,
-        drop_unconvertible=drop_unconvertible,
-        classpath=classpath,
-        engine=engine,
-        progress=progress,
-    )
+
+    def planned(trial: bool) -> UpgradePlan:
+        return plan_upgrade(
+            sp, target, drop_unconvertible=drop_unconvertible, classpath=classpath,
+            engine=engine, progress=progress, trial=trial,
+        )  # fmt: skip
+
+    def written(plan: UpgradePlan) -> UpgradeReport:
+        return write_upgrade(
+            plan, destination, overwrite=overwrite, storage_options=storage_options,
+            progress=progress, engine=engine,
+        )  # fmt: skip
+
     try:
-        return write(plan(trial=False))
+        return written(planned(trial=False))
     except NotConvertible:
-        return write(plan(trial=True))
+        return written(planned(trial=True))
 
 
 def plan_upgrade(

@@ -517,10 +517,10 @@ class Reader:
     def _chars(self, count: int) -> str:
         if count > len(self.buf) - self.pos:
             raise self.fail(f"string of {count} chars does not fit")
-        head = self.buf[self.pos : self.pos + count]
-        if bytes(head).isascii():
+        head = bytes(self.buf[self.pos : self.pos + count])
+        if head.isascii():
             self.pos += count
-            return bytes(head).decode("ascii")
+            return head.decode("ascii")
         return "".join(chr(self._char()) for _ in range(count))
 
     def _char(self) -> int:
