@@ -533,7 +533,7 @@ def grouped_split_batches(
     was decoded at once (None where entry by entry); `spans`, if given, receives each
     canonical block's length and runs as its entries are located."""
     if isinstance(file, (entries.KeyedFile, entries.NativeKeyedFile)) and readers_for(codec):
-        for _, table, groups in _state_tables(file, {state: codec}, key_groups, {}, spans):
+        for _, table, groups in _state_tables(file, {state: codec}, key_groups, None, spans):
             start = 0
             for rows in table.to_batches():
                 yield rows, groups[start : start + rows.num_rows]
